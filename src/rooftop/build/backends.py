@@ -1,0 +1,120 @@
+"""Compilers the build gate drives: nvcc for standalone .cu files and CPU-side compile checks.
+
+`load_inline` builds happen inside the evaluation child when the solution module is imported;
+rooftop only points TORCH_EXTENSIONS_DIR at the solution's build folder.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# what torch's load_inline puts in front of cuda_sources
+INLINE_CUDA_PRELUDE = "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
+
+
+@dataclass
+class BuildResult:
+    ok: bool
+    cached: bool = False
+    seconds: float = 0.0
+    log: str = ""
+    artifacts: list[Path] = field(default_factory=list)
+
+
+def nvcc_path() -> str | None:
+    """nvcc from $ROOFTOP_NVCC ('none' hides it), the PATH, or /usr/local/cuda."""
+    override = os.environ.get("ROOFTOP_NVCC")
+    if override is not None:
+        return None if override.lower() in ("", "none") else override
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    default = Path("/usr/local/cuda/bin/nvcc")
+    return str(default) if default.exists() else None
+
+
+def nvcc_version() -> str | None:
+    nvcc = nvcc_path()
+    if not nvcc:
+        return None
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
+    match = re.search(r"release ([\d.]+)", out)
+    return match.group(1) if match else None
+
+
+def arch_flag(capability: tuple[int, int] | None) -> str:
+    """`-arch=sm_XY`, with the 'a' suffix on Hopper and later so wgmma/TMA code builds."""
+    major, minor = capability or (9, 0)
+    return f"-arch=sm_{major}{minor}{'a' if major >= 9 else ''}"
+
+
+def build_standalone(cu_files: list[Path], out_dir: Path, capability: tuple[int, int] | None,
+                     timeout: float) -> BuildResult:
+    """nvcc each `name.cu` into `out_dir/name.so`; skipped when the folder already holds it."""
+    started = time.monotonic()
+    targets = [out_dir / f"{f.stem}.so" for f in cu_files]
+    if all(t.exists() for t in targets):
+        return BuildResult(ok=True, cached=True, artifacts=targets)
+    nvcc = nvcc_path()
+    if nvcc is None:
+        return BuildResult(ok=False, log="nvcc was not found (needed for standalone .cu files)")
+    logs = []
+    for src, target in zip(cu_files, targets):
+        tmp = target.with_suffix(".so.tmp")
+        cmd = [nvcc, "-O3", "-std=c++17", arch_flag(capability), "-shared", "-Xcompiler", "-fPIC",
+               "-I", str(src.parent), str(src), "-o", str(tmp)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=src.parent)
+        logs.append(proc.stdout + proc.stderr)
+        if proc.returncode != 0:
+            return BuildResult(ok=False, seconds=time.monotonic() - started, log="\n".join(logs))
+        tmp.rename(target)  # atomic: a half-written .so is never mistaken for a cached build
+    return BuildResult(ok=True, seconds=time.monotonic() - started, log="\n".join(logs), artifacts=targets)
+
+
+def compile_check_inline(cuda_sources: list[str], out_dir: Path, capability: tuple[int, int] | None,
+                         timeout: float) -> BuildResult:
+    """Compile load_inline CUDA sources to objects (no link, no GPU) to catch compile errors."""
+    started = time.monotonic()
+    marker = out_dir / "inline-compile-check.ok"
+    if marker.exists():
+        return BuildResult(ok=True, cached=True)
+    nvcc = nvcc_path()
+    if nvcc is None:
+        return BuildResult(ok=False, log="nvcc was not found")
+    from torch.utils.cpp_extension import include_paths
+
+    includes = [flag for p in include_paths() for flag in ("-I", p)]
+    logs = []
+    for i, source in enumerate(cuda_sources):
+        src = out_dir / f"inline_{i}.cu"
+        src.write_text(INLINE_CUDA_PRELUDE + source)
+        cmd = [nvcc, "-c", "-std=c++17", arch_flag(capability), *includes, str(src), "-o", str(src.with_suffix(".o"))]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=out_dir)
+        logs.append(proc.stdout + proc.stderr)
+        if proc.returncode != 0:
+            return BuildResult(ok=False, seconds=time.monotonic() - started, log="\n".join(logs))
+    marker.write_text("ok\n")
+    return BuildResult(ok=True, seconds=time.monotonic() - started, log="\n".join(logs))
+
+
+def trim_compiler_log(log: str, max_errors: int = 3, context: int = 2, max_chars: int = 2000) -> str:
+    """The first few errors with a little context, instead of pages of template noise."""
+    lines = [line for line in log.splitlines() if line.strip()]
+    error_at = [i for i, line in enumerate(lines)
+                if re.search(r"\berror\b|Error:|FAILED|undefined reference", line)]
+    if not error_at:
+        text = "\n".join(lines[-15:])
+    else:
+        keep: list[int] = []
+        for i in error_at[:max_errors]:
+            keep.extend(range(i, min(i + context + 1, len(lines))))
+        text = "\n".join(lines[i] for i in sorted(set(keep)))
+        if len(error_at) > max_errors:
+            text += f"\n... ({len(error_at) - max_errors} more error line(s))"
+    return text if len(text) <= max_chars else text[:max_chars] + " ..."

@@ -1,0 +1,21 @@
+"""Build folders keyed by the hash of the solution's source, so the same source never rebuilds."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+
+def cache_root() -> Path:
+    """$ROOFTOP_CACHE, else ~/.cache/rooftop."""
+    env = os.environ.get("ROOFTOP_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "rooftop"
+
+
+def build_dir(source_hash: str, platform_key: str) -> Path:
+    """One folder per (source, platform): torch version and target architecture change the binary."""
+    safe = re.sub(r"[^A-Za-z0-9_.\-]+", "_", platform_key)
+    path = cache_root() / "builds" / f"{source_hash[:20]}-{safe}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,128 @@
+"""Is a candidate's output the reference's output? Contract first, then numbers.
+
+Pure functions over tensors: no candidate code runs here, so this module can move to the trusted
+side of the process boundary unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rooftop.problem import dtypes
+from rooftop.problem.spec import Compare, OutputSpec, ProblemSpec, Tolerance
+
+
+@dataclass
+class Mismatch:
+    """Why an output failed, with the numbers a person needs to act on it."""
+
+    output: str
+    message: str
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    norm_rel_error: float | None = None
+    tolerance: Tolerance | None = None
+
+
+def as_outputs(value: Any) -> list[Any]:
+    if isinstance(value, (tuple, list)):
+        return list(value)
+    return [value]
+
+
+def compare_outputs(spec: ProblemSpec, reference: Any, candidate: Any, inputs: list[Any]) -> list[Mismatch]:
+    """Every mismatch between the reference's and the candidate's outputs (empty: they agree)."""
+    refs, cands = as_outputs(reference), as_outputs(candidate)
+    if len(refs) != len(cands):
+        return [Mismatch("outputs", f"expected {len(refs)} output(s), got {len(cands)}")]
+    problems = []
+    for i, (ref, cand) in enumerate(zip(refs, cands)):
+        out_spec = spec.outputs[i] if i < len(spec.outputs) else None
+        name = out_spec.name if out_spec else (f"output[{i}]" if len(refs) > 1 else "output")
+        mismatch = _compare_one(spec, out_spec, name, ref, cand, refs, inputs)
+        if mismatch:
+            problems.append(mismatch)
+    return problems
+
+
+def _compare_one(spec: ProblemSpec, out_spec: OutputSpec | None, name: str, ref: Any, cand: Any,
+                 refs: list[Any], inputs: list[Any]) -> Mismatch | None:
+    mode = out_spec.compare if out_spec else Compare.close
+    if mode is Compare.ignore:
+        return None
+    if not isinstance(ref, torch.Tensor):  # non-tensor outputs (rare): plain equality
+        return None if ref == cand else Mismatch(name, f"expected {ref!r}, got {cand!r}")
+    if type(cand) is not torch.Tensor:
+        return Mismatch(name, f"expected a torch.Tensor, got {type(cand).__name__}")
+    if cand.shape != ref.shape:
+        return Mismatch(name, f"shape {tuple(cand.shape)} != expected {tuple(ref.shape)}")
+    if cand.dtype != ref.dtype:
+        return Mismatch(name, f"dtype {cand.dtype} != expected {ref.dtype}")
+    if cand.device != ref.device:
+        return Mismatch(name, f"device {cand.device} != expected {ref.device}")
+    if mode is Compare.gather:
+        rule = out_spec.gather  # validated non-None by the spec
+        source = inputs[rule.input]
+        try:
+            gathered = torch.gather(source, rule.dim, cand.long())
+        except (RuntimeError, IndexError) as exc:
+            return Mismatch(name, f"indices are out of range for input {rule.input}: {exc}")
+        return _compare_one(spec, None, f"{name} (values gathered at the indices)",
+                            refs[rule.values_output], gathered, refs, inputs)
+    tolerance = None if mode is Compare.exact else spec.tolerance_for(dtypes.from_torch(ref.dtype), out_spec)
+    if tolerance is None:
+        equal = torch.equal(cand, ref) if not ref.is_floating_point() else \
+            bool(((cand == ref) | (cand.isnan() & ref.isnan())).all())
+        if equal:
+            return None
+        wrong = int((cand != ref).sum())
+        return Mismatch(name, f"{wrong} of {ref.numel()} elements differ (exact comparison)")
+    return _compare_close(name, ref, cand, tolerance)
+
+
+def _compare_close(name: str, ref: torch.Tensor, cand: torch.Tensor, tol: Tolerance) -> Mismatch | None:
+    r, c = ref.detach().to(torch.float64), cand.detach().to(torch.float64)
+    ref_finite, cand_finite = torch.isfinite(r), torch.isfinite(c)
+    bad = (~cand_finite) & ref_finite
+    if bool(bad.any()):
+        index = tuple(int(i) for i in bad.nonzero()[0])
+        return Mismatch(name, f"{int(bad.sum())} NaN/Inf value(s) where the reference is finite "
+                        f"(first at {index}: {c[index].item()})", tolerance=tol)
+    # positions where both are non-finite must agree exactly (inf == inf, nan where nan)
+    same_special = (c == r) | (c.isnan() & r.isnan())
+    if bool((~ref_finite & ~same_special).any()):
+        return Mismatch(name, "NaN/Inf values of the reference are not reproduced", tolerance=tol)
+    rf, cf = r[ref_finite], c[ref_finite]
+    diff = (cf - rf).abs()
+    max_abs = float(diff.max()) if diff.numel() else 0.0
+    rel = diff / rf.abs().clamp_min(torch.finfo(torch.float64).tiny)
+    max_rel = float(rel.max()) if rel.numel() else 0.0
+    ref_norm = float(torch.linalg.vector_norm(rf)) if rf.numel() else 0.0
+    norm_rel = float(torch.linalg.vector_norm(cf - rf)) / ref_norm if ref_norm > 0 else None
+    allowed = tol.atol + tol.rtol * rf.abs()
+    over = diff > allowed
+    numbers = dict(max_abs_error=max_abs, max_rel_error=max_rel, norm_rel_error=norm_rel, tolerance=tol)
+    if bool(over.any()):
+        flat = int(torch.argmax((diff - allowed).flatten()))
+        index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), rf.shape)) if rf.dim() else ()
+        where = f"; worst at {index}: got {cf.flatten()[flat].item():.6g}, expected {rf.flatten()[flat].item():.6g}" \
+            if rf.dim() else ""
+        return Mismatch(name, f"{int(over.sum())} of {rf.numel()} elements exceed atol={tol.atol:g} "
+                        f"rtol={tol.rtol:g} (max abs error {max_abs:.3g}){where}", **numbers)
+    if norm_rel is not None and norm_rel > tol.norm_bound:
+        return Mismatch(name, f"normwise relative error {norm_rel:.3g} exceeds {tol.norm_bound:g} "
+                        f"(elementwise within atol={tol.atol:g}: the output is too small to judge "
+                        "elementwise)", **numbers)
+    return None
+
+
+def storage_overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """True when two tensors share any byte of storage."""
+    if a.device != b.device or a.numel() == 0 or b.numel() == 0:
+        return False
+    sa, sb = a.untyped_storage(), b.untyped_storage()
+    a0, b0 = sa.data_ptr(), sb.data_ptr()
+    return a0 < b0 + sb.nbytes() and b0 < a0 + sa.nbytes()

@@ -1,0 +1,68 @@
+"""Seeded inputs for one shape, and the helpers that keep them honest (clones, snapshots)."""
+
+from __future__ import annotations
+
+import secrets
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from rooftop.problem.spec import ProblemSpec, Shape
+
+
+def fresh_seeds(count: int, base: int | None = None) -> list[int]:
+    """`count` distinct seeds; random unless a base seed makes the run reproducible."""
+    if base is None:
+        return [secrets.randbits(31) for _ in range(count)]
+    return [(base * 1_000_003 + i * 7919) % (2**31 - 1) for i in range(count)]
+
+
+def _call(fn: Any, spec: ProblemSpec, shape: Shape) -> Any:
+    return fn() if spec.kernelbench else fn(**shape.params)
+
+
+def init_inputs(reference: ModuleType, spec: ProblemSpec, shape: Shape) -> list[Any]:
+    return list(_call(reference.get_init_inputs, spec, shape))
+
+
+def make_inputs(reference: ModuleType, spec: ProblemSpec, shape: Shape, seed: int, device: torch.device) -> list[Any]:
+    """The forward arguments for one seed, on the evaluation device."""
+    torch.manual_seed(seed)
+    return [to_device(x, device) for x in _call(reference.get_inputs, spec, shape)]
+
+
+def to_device(value: Any, device: torch.device) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_device(v, device) for v in value)
+    return value
+
+
+def clone(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(clone(v) for v in value)
+    return value
+
+
+def tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in tensors(v)]
+    return []
+
+
+def modified_inputs(before: list[Any], after: list[Any]) -> list[int]:
+    """Indices of tensor inputs whose values changed (NaN-aware, bitwise)."""
+    changed = []
+    for i, (b, a) in enumerate(zip(before, after)):
+        if isinstance(b, torch.Tensor) and isinstance(a, torch.Tensor):
+            same = b.shape == a.shape and bool(((a == b) | (a.isnan() & b.isnan())).all()) \
+                if b.is_floating_point() else torch.equal(a, b)
+            if not same:
+                changed.append(i)
+    return changed

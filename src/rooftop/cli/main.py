@@ -1,0 +1,221 @@
+"""The `rooftop` command. Thin: it parses arguments, calls the public API and prints."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from rooftop.errors import UserError
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  help="rooftop: build, check, time and score GPU kernels against the hardware roof.")
+problems_app = typer.Typer(help="List bundled problems, or show one.", pretty_exceptions_enable=False)
+app.add_typer(problems_app, name="problems")
+
+# a pipe or a file gets wide tables; a terminal gets its own width
+out = Console(width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True)
+
+DeviceOpt = Annotated[str, typer.Option("--device", help="auto | cpu | cuda")]
+ShapesOpt = Annotated[str, typer.Option("--shapes", help="auto | visible | held_out | all | smoke "
+                                        "(auto: all on a GPU, smoke shapes on a CPU)")]
+DbOpt = Annotated[Path, typer.Option("--db", help="SQLite results database (appended to)")]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", help="wall-clock seconds per gate", min=0.1)]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print only the JSON document on stdout")]
+
+
+def _settings(device: str, shapes: str, timeout: float, seed: int | None, timing: bool):
+    from rooftop.pipeline.job import Settings
+
+    choices = {"device": ("auto", "cpu", "cuda"), "shapes": ("auto", "visible", "held_out", "all", "smoke")}
+    for name, value in (("device", device), ("shapes", shapes)):
+        if value not in choices[name]:
+            raise UserError(f"--{name}: expected one of {', '.join(choices[name])} (got '{value}')")
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UserError("--device cuda: no CUDA GPU is visible to torch on this machine")
+    return Settings(device=device, shapes=shapes, timeout=timeout, seed=seed, timing=timing,
+                    build_timeout=max(timeout, 900.0))
+
+
+def _progress(enabled: bool) -> Progress:
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                    TimeElapsedColumn(), console=err, transient=True, disable=not enabled)
+
+
+@app.command("eval")
+def eval_command(
+    problem: Annotated[str, typer.Argument(help="problem folder, KernelBench-style .py file, or bundled '<deck>/<name>'")],
+    solution: Annotated[Path, typer.Argument(help="solution .py file or folder with solution.py")],
+    device: DeviceOpt = "auto",
+    shapes: ShapesOpt = "auto",
+    timeout: TimeoutOpt = 180.0,
+    seed: Annotated[int | None, typer.Option("--seed", help="base seed for reproducible inputs")] = None,
+    timing: Annotated[bool, typer.Option("--timing/--no-timing", help="time correct solutions")] = True,
+    json_output: JsonOpt = False,
+    db: DbOpt = Path("rooftop.db"),
+) -> None:
+    """Evaluate one solution of one problem and print the verdict."""
+    from rooftop.cli.render import print_verdict
+    from rooftop.pipeline.evaluate import evaluate
+    from rooftop.problem.registry import resolve
+    from rooftop.solution.loader import load_solution
+    from rooftop.store.db import Store
+
+    spec = resolve(problem)
+    sol = load_solution(solution)
+    settings = _settings(device, shapes, timeout, seed, timing)
+    store = Store(db)
+    with _progress(not json_output) as bar:
+        task = bar.add_task(f"{spec.name}: {sol.path.name}", total=None)
+        verdict = evaluate(spec, sol, settings, progress=lambda step: bar.update(task, description=f"{sol.path.name}: {step}"))
+    store.record(verdict)
+    store.close()
+    if json_output:
+        sys.stdout.write(verdict.model_dump_json(indent=2) + "\n")
+    else:
+        print_verdict(verdict, out)
+        out.print(f"[dim]recorded in {db}[/dim]")
+
+
+@app.command("demo")
+def demo_command(
+    deck: Annotated[str, typer.Option("--deck", help="bundled deck whose solutions to evaluate")] = "examples",
+    device: DeviceOpt = "auto",
+    shapes: ShapesOpt = "auto",
+    timeout: TimeoutOpt = 30.0,
+    json_output: JsonOpt = False,
+    db: DbOpt = Path("rooftop.db"),
+) -> None:
+    """Evaluate every bundled solution of a deck and print one table (the quick-start job)."""
+    from rooftop.cli.render import summary_table
+    from rooftop.pipeline.evaluate import evaluate, resolve_device
+    from rooftop.problem.registry import bundled_names, resolve
+    from rooftop.solution.loader import load_solution
+    from rooftop.store.db import Store
+
+    names = bundled_names(deck)
+    if not names:
+        raise UserError(f"--deck: no bundled deck named '{deck}' (or it holds no problems)")
+    settings = _settings(device, shapes, timeout, None, True)
+    jobs = []
+    for name in names:
+        problem = resolve(name)
+        expected = _expected(problem.root / "solutions")
+        for entry in _solution_entries(problem.root / "solutions"):
+            jobs.append((problem, entry, expected.get(entry.name)))
+    store = Store(db)
+    store.start_run()
+    rows = []
+    dev = resolve_device(settings.device)
+    with _progress(not json_output) as bar:
+        task = bar.add_task("demo", total=len(jobs))
+        for problem, entry, expected in jobs:
+            bar.update(task, description=f"{problem.name}: {entry.name}")
+            verdict = evaluate(problem, load_solution(entry), settings)
+            store.record(verdict)
+            rows.append((problem.name, entry.name, verdict, (expected or {}).get(dev)))
+            bar.advance(task)
+    store.close()
+    if json_output:
+        sys.stdout.write(json.dumps([json.loads(r[2].model_dump_json()) for r in rows], indent=2) + "\n")
+        return
+    out.print(summary_table(rows))
+    mismatched = [r for r in rows if r[3] is not None and r[3] != r[2].status.value]
+    out.print(f"{len(rows)} verdicts on {dev}, recorded in {db}"
+              + (f"; [bold red]{len(mismatched)} differ from the expected status[/bold red]" if mismatched else
+                 "; every status is the expected one"))
+    for problem, name, verdict, _ in mismatched:
+        out.print(f"[red]{problem}/{name}[/red]: {verdict.status.value}: {' | '.join(verdict.messages)[:400]}")
+
+
+def _solution_entries(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir()
+                  if (p.suffix == ".py" and p.is_file()) or (p.is_dir() and (p / "solution.py").is_file()))
+
+
+def _expected(folder: Path) -> dict[str, dict[str, str]]:
+    path = folder / "expected.yaml"
+    if not path.is_file():
+        return {}
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a mapping of solution name -> {{cpu: STATUS, cuda: STATUS}}")
+    return data
+
+
+@problems_app.callback(invoke_without_command=True)
+def problems_command(ctx: typer.Context, json_output: JsonOpt = False) -> None:
+    """List the bundled problems."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from rooftop.problem.registry import bundled_names, resolve
+
+    problems = [resolve(n) for n in bundled_names()]
+    if json_output:
+        sys.stdout.write(json.dumps([{"name": p.name, "title": p.spec.title, "version": p.spec.version,
+                                      "dtype": p.spec.dtype, "regime": p.spec.regime,
+                                      "shapes": {s: len(p.spec.select(s)) for s in ("visible", "held_out", "smoke")}}
+                                     for p in problems], indent=2) + "\n")
+        return
+    table = Table(title="bundled problems", header_style="bold")
+    for col in ("name", "title", "dtype", "regime", "visible", "held-out", "smoke", "version"):
+        table.add_column(col)
+    for p in problems:
+        s = p.spec
+        table.add_row(p.name, s.title, s.dtype, s.regime, str(len(s.select("visible"))),
+                      str(len(s.select("held_out"))), str(len(s.smoke)), str(s.version))
+    out.print(table)
+
+
+@problems_app.command("show")
+def problems_show(name: Annotated[str, typer.Argument(help="bundled name or path")], json_output: JsonOpt = False) -> None:
+    """Show one problem: shapes, dtype, flops and bytes, tolerance and policy."""
+    from rooftop.problem.registry import resolve
+
+    problem = resolve(name)
+    spec = problem.spec
+    if json_output:
+        sys.stdout.write(spec.model_dump_json(indent=2) + "\n")
+        return
+    out.print(f"[bold]{problem.name}[/bold] v{spec.version}: {spec.title}")
+    out.print(spec.description.strip())
+    tol = spec.tolerance_for(spec.dtype)
+    out.print(f"dtype {spec.dtype} · regime {spec.regime} · flops {spec.flops or '-'} · bytes {spec.bytes or '-'}"
+              + (f" · tolerance atol={tol.atol:g} rtol={tol.rtol:g} norm={tol.norm_bound:g}" if tol else " · exact"))
+    table = Table(header_style="bold")
+    for col in ("shape", "split", "params", "GFLOP", "MB", "note"):
+        table.add_column(col)
+    for shape in spec.all_shapes():
+        flops, nbytes = spec.flops_for(shape), spec.bytes_for(shape)
+        table.add_row(shape.name, shape.split.value, ", ".join(f"{k}={v}" for k, v in shape.params.items()),
+                      "-" if flops is None else f"{flops / 1e9:.3g}", "-" if nbytes is None else f"{nbytes / 1e6:.3g}",
+                      shape.note)
+    out.print(table)
+    policy = spec.policy
+    out.print(f"policy: forbidden {', '.join(policy.forbidden) or 'nothing'}; torch ops "
+              f"{'allowed' if policy.allow_torch_ops else 'not allowed'}")
+
+
+def main() -> None:
+    try:
+        app()
+    except UserError as exc:
+        sys.stderr.write(f"rooftop: error: {' '.join(str(exc).split())}\n")
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""Rich tables for verdicts. Presentation only: it reads verdicts and never computes scores."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from rooftop.pipeline.verdict import Status, Verdict
+
+STATUS_STYLE = {
+    Status.correct: "bold green", Status.incorrect: "bold red", Status.runtime_error: "bold red",
+    Status.init_error: "bold red", Status.compile_error: "bold red", Status.rejected: "bold magenta",
+    Status.timeout: "bold yellow", Status.internal_error: "bold red reverse", Status.needs_gpu: "bold cyan",
+}
+
+
+def seconds(value: float | None) -> str:
+    if value is None or value != value:
+        return "-"
+    if value < 1e-3:
+        return f"{value * 1e6:.1f} µs"
+    if value < 1:
+        return f"{value * 1e3:.3f} ms"
+    return f"{value:.2f} s"
+
+
+def number(value: float | None, fmt: str = "{:.2f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def status_text(status: Status) -> Text:
+    return Text(status.value, style=STATUS_STYLE.get(status, ""))
+
+
+def print_verdict(verdict: Verdict, console: Console) -> None:
+    env = verdict.environment
+    console.print(Text.assemble(status_text(verdict.status), "  reward ",
+                                Text(number(verdict.reward, "{:+.3f}"), style="bold"),
+                                f"  {verdict.problem} v{verdict.problem_version}  ",
+                                Text(verdict.solution.rsplit("/", 1)[-1], style="bold")))
+    if env:
+        console.print(f"{env.device_name} · {env.mode} · torch {env.torch}"
+                      + (f" · triton {env.triton}" if env.triton else "")
+                      + (f" · CUDA {env.cuda}" if env.cuda else ""), style="dim", highlight=False)
+    if any(r.checks or r.candidate for r in verdict.shapes):
+        console.print(shape_table(verdict))
+    for message in verdict.messages:
+        console.print(message, style="yellow", highlight=False, markup=False)
+    if verdict.status is Status.correct and verdict.summary.geomean_speedup is not None:
+        console.print(f"geomean speedup over eager {verdict.summary.geomean_speedup:.3f}x"
+                      + (f" · geomean roofline {verdict.summary.geomean_roofline:.1%}"
+                         if verdict.summary.geomean_roofline is not None else "")
+                      + f" · {verdict.wall_seconds:.1f} s wall", style="bold")
+
+
+def shape_table(verdict: Verdict) -> Table:
+    table = Table(show_edge=False, header_style="bold")
+    for col in ("shape", "split", "ok", "max err", "median", "IQR", "n", "eager", "speedup", "TFLOP/s", "GB/s", "roof"):
+        table.add_column(col, justify="right" if col not in ("shape", "split") else "left")
+    for r in verdict.shapes:
+        err = max((c.max_abs_error for c in r.checks if c.max_abs_error is not None), default=None)
+        correct = "-" if r.correct is None else ("yes" if r.correct else "NO")
+        c = r.candidate
+        table.add_row(r.shape, r.split, correct, number(err, "{:.1e}"),
+                      seconds(c.median) if c else "-", seconds(c.iqr) if c else "-", str(c.n) if c else "-",
+                      seconds(r.reference.median) if r.reference else "-",
+                      number(r.speedup, "{:.2f}x"), number(r.tflops, "{:.2f}"), number(r.gbps, "{:.1f}"),
+                      number(r.roofline_fraction, "{:.1%}") if r.roofline_fraction is not None else "-")
+    return table
+
+
+def summary_table(rows: list[tuple[str, str, Verdict, str | None]]) -> Table:
+    """One line per (problem, solution) verdict, with the expected status when one is declared."""
+    table = Table(title="rooftop", header_style="bold")
+    for col in ("problem", "solution", "status", "expected", "reward", "speedup", "roofline", "mode", "wall"):
+        table.add_column(col, justify="right" if col in ("reward", "speedup", "roofline", "wall") else "left")
+    for problem, solution, verdict, expected in rows:
+        ok = expected is None or expected == verdict.status.value
+        table.add_row(problem, solution, status_text(verdict.status),
+                      Text(expected or "-", style="" if ok else "bold red"),
+                      number(verdict.reward, "{:+.2f}"), number(verdict.summary.geomean_speedup, "{:.2f}x"),
+                      number(verdict.summary.geomean_roofline, "{:.1%}") if verdict.summary.geomean_roofline else "-",
+                      verdict.environment.mode if verdict.environment else "-", f"{verdict.wall_seconds:.1f} s")
+    return table
+
+

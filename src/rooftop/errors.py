@@ -1,0 +1,31 @@
+"""One error hierarchy.
+
+A `UserError` is a mistake in what the user handed us (a path, a spec, an argument): the CLI
+prints its one-line message and exits with status 2, no traceback. Anything else that escapes is
+our bug and becomes an `internal_error` verdict or a traceback.
+"""
+
+from __future__ import annotations
+
+
+class RooftopError(Exception):
+    """Base of every error rooftop raises on purpose."""
+
+
+class UserError(RooftopError):
+    """Bad input: the message names the file, field or argument and what was expected."""
+
+    exit_code = 2
+
+
+class SpecError(UserError):
+    """A problem specification that does not validate."""
+
+    def __init__(self, path: object, field: str, expected: str) -> None:
+        self.path, self.field, self.expected = str(path), field, expected
+        where = f"{self.path}: {field}: " if field else f"{self.path}: "
+        super().__init__(where + expected)
+
+
+class SolutionError(UserError):
+    """A solution path that does not exist or has nothing to evaluate."""

@@ -1,0 +1,52 @@
+"""Messages from the evaluation child: one JSON object per line over a pipe.
+
+The parent reads with a deadline, so a child that hangs costs at most the gate's timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import time
+from typing import Any
+
+
+class ChannelWriter:
+    def __init__(self, fd: int) -> None:
+        self._file = os.fdopen(fd, "w", buffering=1)
+
+    def send(self, kind: str, **payload: Any) -> None:
+        self._file.write(json.dumps({"type": kind, **payload}, default=str) + "\n")
+        self._file.flush()
+
+
+class ChannelReader:
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._buffer = b""
+        self.closed = False
+
+    def receive(self, deadline: float) -> dict[str, Any] | None:
+        """The next message, or None at the deadline or when the child closed the pipe."""
+        while b"\n" not in self._buffer:
+            if self.closed:
+                return None
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            ready, _, _ = select.select([self._fd], [], [], min(remaining, 1.0))
+            if not ready:
+                continue
+            chunk = os.read(self._fd, 1 << 16)
+            if not chunk:
+                self.closed = True
+                if not self._buffer:
+                    return None
+                self._buffer += b"\n"
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        try:
+            return json.loads(line)
+        except json.JSONDecodeError:
+            return {"type": "garbled", "text": line[:200].decode(errors="replace")}

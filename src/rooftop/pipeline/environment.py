@@ -1,0 +1,80 @@
+"""Where a verdict came from: device, mode and software versions."""
+
+from __future__ import annotations
+
+import platform
+import socket
+from importlib import metadata
+
+from rooftop.pipeline.verdict import Environment
+from rooftop.solution.loader import Language, Solution
+
+
+def rooftop_version() -> str:
+    try:
+        return metadata.version("rooftop")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def triton_version() -> str | None:
+    try:
+        return metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def mode_for(device: str, solution: Solution) -> str:
+    if device == "cuda":
+        return "gpu"
+    if solution.needs_cuda:
+        return "cpu (compile check only)"
+    if Language.triton in solution.languages:
+        return "cpu+triton-interpreter"
+    return "cpu"
+
+
+def collect_environment(device: str, solution: Solution) -> Environment:
+    import torch
+
+    from rooftop.build.backends import nvcc_version
+    from rooftop.score.hardware import lookup
+
+    if device == "cuda":
+        name = torch.cuda.get_device_name()
+        gpu = lookup(name)
+        driver = _driver_version()
+    else:
+        name, gpu, driver = platform.processor() or platform.machine(), None, None
+    return Environment(
+        device=device, device_name=name, mode=mode_for(device, solution), gpu_key=gpu.key if gpu else None,
+        python=platform.python_version(), torch=torch.__version__, triton=triton_version(),
+        cuda=torch.version.cuda, nvcc=nvcc_version(), driver=driver,
+        platform=f"{platform.system()} {platform.release()} {platform.machine()}",
+        hostname=socket.gethostname(), rooftop=rooftop_version(),
+    )
+
+
+def fallback_environment(device: str, solution: Solution) -> Environment:
+    """For a child that died before reporting: what the parent knows without touching the GPU."""
+    try:
+        import torch
+        torch_version, cuda = torch.__version__, torch.version.cuda
+    except ImportError:
+        torch_version, cuda = "unknown", None
+    return Environment(device=device, device_name="unknown (the child did not report)",
+                       mode=mode_for(device, solution), python=platform.python_version(),
+                       torch=torch_version, triton=triton_version(), cuda=cuda,
+                       platform=f"{platform.system()} {platform.release()} {platform.machine()}",
+                       hostname=socket.gethostname(), rooftop=rooftop_version())
+
+
+
+def _driver_version() -> str | None:
+    try:
+        with open("/proc/driver/nvidia/version") as f:
+            first = f.readline()
+    except OSError:
+        return None
+    words = [w for w in first.split() if w.count(".") >= 1 and w.replace(".", "").isdigit()]
+    return words[0] if words else None

@@ -1,0 +1,43 @@
+"""What the trusted side asks of the evaluation child, and the settings it is derived from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel
+
+from rooftop.measure.timer import TimingPolicy
+from rooftop.problem.spec import Problem, Shape
+from rooftop.solution.loader import Solution
+
+DeviceChoice = Literal["auto", "cpu", "cuda"]
+ShapeChoice = Literal["auto", "visible", "held_out", "all", "smoke"]
+
+
+class Settings(BaseModel):
+    """Knobs of one evaluation; every field has a sensible default."""
+
+    device: DeviceChoice = "auto"
+    shapes: ShapeChoice = "auto"  # auto: all shapes on a GPU; smoke shapes (if any) on a CPU
+    timeout: float = 180.0  # wall-clock seconds per gate (load, correctness, timing)
+    build_timeout: float = 900.0  # the build gate: first load_inline builds take tens of seconds
+    seeds_per_shape: int = 3
+    seed: int | None = None  # base seed for reproducible inputs; None draws secret random seeds
+    timing: bool = True
+    timing_policy: TimingPolicy | None = None  # None: TimingPolicy.for_device(device)
+    reward_fn: str = "default"
+
+
+class EvalJob(BaseModel):
+    """The document the child receives: everything it needs, nothing it should not see."""
+
+    problem: Problem
+    solution: Solution
+    device: Literal["cpu", "cuda"]
+    shapes: list[Shape]
+    seeds: dict[str, list[int]]
+    weights_seed: int
+    timing: TimingPolicy | None
+    build_dir: Path
+    build_timeout: float

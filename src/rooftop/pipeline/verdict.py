@@ -1,0 +1,125 @@
+"""The verdict: one versioned pydantic document per evaluation.
+
+It is what the store keeps, what `--json` prints and what later readers (reports, the RL
+environment, the viewer) consume, so its fields change only with `SCHEMA_VERSION`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from enum import Enum
+
+from pydantic import BaseModel, Field
+
+from rooftop.measure.measurement import TimingStats
+
+SCHEMA_VERSION = 1
+
+
+class Status(str, Enum):
+    correct = "correct"
+    incorrect = "incorrect"
+    runtime_error = "runtime_error"
+    init_error = "init_error"
+    compile_error = "compile_error"
+    rejected = "rejected"
+    timeout = "timeout"
+    internal_error = "internal_error"
+    needs_gpu = "needs_gpu"  # CUDA code on a machine without a GPU: compiled at most, never run
+
+
+class Gate(str, Enum):
+    static = "static"
+    build = "build"
+    load = "load"
+    correctness = "correctness"
+    timing = "timing"
+    score = "score"
+
+
+GATES: tuple[Gate, ...] = tuple(Gate)
+
+
+class GateRecord(BaseModel):
+    gate: Gate
+    ok: bool
+    seconds: float = 0.0
+    detail: str = ""
+    cached: bool | None = None  # build gate: reused a build of the same source
+
+
+class SeedCheck(BaseModel):
+    """One correctness trial: one seed's fresh inputs, compared output by output."""
+
+    seed: int
+    ok: bool
+    output: str | None = None  # the output that failed
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    norm_rel_error: float | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    norm_bound: float | None = None
+    message: str = ""
+
+
+class ShapeResult(BaseModel):
+    shape: str
+    split: str
+    params: dict[str, int | float | bool | str]
+    correct: bool | None = None
+    checks: list[SeedCheck] = []
+    candidate: TimingStats | None = None
+    reference: TimingStats | None = None  # eager reference, timed the same way in the same process
+    flops: float | None = None
+    bytes: float | None = None
+    tflops: float | None = None
+    gbps: float | None = None
+    roofline_fraction: float | None = None
+    speedup: float | None = None  # reference median / candidate median
+
+
+class Environment(BaseModel):
+    device: str  # "cuda" or "cpu"
+    device_name: str
+    mode: str  # "gpu", "cpu", "cpu+triton-interpreter", "cpu (compile check only)"
+    gpu_key: str | None = None  # datasheet entry the roofline used
+    python: str
+    torch: str
+    triton: str | None = None
+    cuda: str | None = None
+    nvcc: str | None = None
+    driver: str | None = None
+    platform: str
+    hostname: str
+    rooftop: str
+
+
+class Summary(BaseModel):
+    shapes: int = 0
+    correct_shapes: int = 0
+    geomean_speedup: float | None = None
+    geomean_roofline: float | None = None
+    geomean_tflops: float | None = None
+    geomean_gbps: float | None = None
+
+
+class Verdict(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    status: Status
+    reward: float | None
+    reward_fn: str = "default"
+    problem: str
+    problem_version: int
+    solution: str
+    source_hash: str
+    languages: list[str] = []
+    shapes_selected: str = ""
+    failed_gate: Gate | None = None
+    messages: list[str] = []
+    gates: list[GateRecord] = []
+    shapes: list[ShapeResult] = []
+    summary: Summary = Summary()
+    environment: Environment | None = None
+    started_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    wall_seconds: float = 0.0

@@ -1,0 +1,214 @@
+"""The problem specification: what `problem.yaml` may say, validated by pydantic.
+
+Every model forbids unknown keys, so a typo in a problem file is an error, not a silently ignored
+field. `ProblemSpec` crosses process boundaries (it is sent to the evaluation child as JSON).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from rooftop.problem import dtypes, expr
+
+ParamValue = int | float | bool | str
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Split(str, Enum):
+    """Who may see a shape: agents see `visible`; `held_out` tests generalization; `smoke` is for CPUs."""
+
+    visible = "visible"
+    held_out = "held_out"
+    smoke = "smoke"
+
+
+class Shape(Strict):
+    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")]
+    params: dict[str, ParamValue] = {}
+    split: Split = Split.visible
+    note: str = ""
+
+
+class Tolerance(Strict):
+    """Elementwise `|c - r| <= atol + rtol*|r|` and normwise `||c - r|| / ||r|| <= norm`."""
+
+    atol: Annotated[float, Field(ge=0)]
+    rtol: Annotated[float, Field(ge=0)]
+    norm: Annotated[float, Field(ge=0)] | None = None
+
+    @property
+    def norm_bound(self) -> float:
+        return self.rtol if self.norm is None else self.norm
+
+    @classmethod
+    def default_for(cls, dtype: str) -> "Tolerance | None":
+        """Default for a canonical dtype; None for integer types (compared exactly)."""
+        if dtypes.is_integer(dtype):
+            return None
+        atol, rtol = dtypes.DEFAULT_TOLERANCE[dtypes.canonical(dtype)]
+        return cls(atol=atol, rtol=rtol)
+
+
+class Compare(str, Enum):
+    close = "close"  # tolerance by the problem's dtype (exact for integer outputs)
+    exact = "exact"
+    gather = "gather"  # indices: gather the named input at them and compare with the reference values
+    ignore = "ignore"
+
+
+class GatherRule(Strict):
+    input: Annotated[int, Field(ge=0)] = 0
+    dim: int = -1
+    values_output: Annotated[int, Field(ge=0)] = 0
+
+
+class OutputSpec(Strict):
+    name: str
+    compare: Compare = Compare.close
+    gather: GatherRule | None = None
+    tolerance: Tolerance | None = None
+
+    @model_validator(mode="after")
+    def _gather_needs_rule(self) -> "OutputSpec":
+        if self.compare is Compare.gather and self.gather is None:
+            raise ValueError("compare: gather needs a 'gather' block (input, dim, values_output)")
+        return self
+
+
+class Policy(Strict):
+    """What a candidate may call. Deeper rules (streams, threads, fallbacks) belong to integrity."""
+
+    forbidden: list[str] = []
+    allow_torch_ops: bool = True
+    extra_imports: list[str] = []
+
+
+class ProblemSpec(Strict):
+    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")]
+    title: str
+    description: str
+    version: Annotated[int, Field(ge=1)]
+    dtype: str
+    regime: Literal["compute", "memory"]
+    flops: str | None = None
+    bytes: str | None = None
+    peak_dtype: str | None = None  # datasheet column for the compute roof; defaults to dtype
+    tolerance: dict[str, Tolerance] = {}
+    shapes: Annotated[list[Shape], Field(min_length=1)]
+    smoke: list[Shape] = []
+    outputs: list[OutputSpec] = []
+    policy: Policy = Policy()
+    tags: list[str] = []
+    kernelbench: bool = False  # loaded from a single file: get_inputs() takes no shape arguments
+
+    @field_validator("dtype", "peak_dtype")
+    @classmethod
+    def _dtype(cls, value: str | None) -> str | None:
+        return None if value is None else dtypes.canonical(value)
+
+    @field_validator("tolerance", mode="before")
+    @classmethod
+    def _tolerance(cls, value: object) -> object:
+        if not isinstance(value, dict):
+            return value
+        out = {}
+        for key, tol in value.items():
+            name = dtypes.canonical(key)
+            if dtypes.is_integer(name):
+                raise ValueError(f"'{key}' is an integer dtype; integers are compared exactly")
+            out[name] = {"atol": tol, "rtol": tol} if isinstance(tol, (int, float)) else tol
+        return out
+
+    @field_validator("flops", "bytes")
+    @classmethod
+    def _formula(cls, value: str | int | float | None) -> str | None:
+        if value is None:
+            return None
+        expr.parse(str(value))
+        return str(value)
+
+    @field_validator("smoke", mode="before")
+    @classmethod
+    def _smoke_split(cls, value: object) -> object:
+        if isinstance(value, list):
+            return [{**s, "split": "smoke"} if isinstance(s, dict) else s for s in value]
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "ProblemSpec":
+        seen: set[str] = set()
+        for shape in self.all_shapes():
+            if shape.name in seen:
+                raise ValueError(f"shape name '{shape.name}' is used twice")
+            seen.add(shape.name)
+        for field in ("flops", "bytes"):
+            formula = getattr(self, field)
+            if formula is None:
+                continue
+            for shape in self.all_shapes():
+                missing = expr.names(formula) - set(shape.params)
+                if missing:
+                    raise ValueError(f"{field} formula uses {', '.join(sorted(missing))}, "
+                                     f"which shape '{shape.name}' does not define")
+        if any(s.split is Split.smoke for s in self.shapes):
+            raise ValueError("smoke shapes go in the 'smoke' list, not in 'shapes'")
+        return self
+
+    # -- queries -----------------------------------------------------------------------------
+    def all_shapes(self) -> list[Shape]:
+        return [*self.shapes, *self.smoke]
+
+    def select(self, which: str) -> list[Shape]:
+        """Shapes for `visible`, `held_out`, `all` (visible + held-out) or `smoke`."""
+        if which == "all":
+            return list(self.shapes)
+        if which == "smoke":
+            return list(self.smoke)
+        return [s for s in self.shapes if s.split.value == which]
+
+    def tolerance_for(self, output_dtype: str, output: OutputSpec | None = None) -> Tolerance | None:
+        """Tolerance for one float output: chosen by the dtype the *problem* names.
+
+        The output's own dtype only decides whether the comparison is exact (integers): a bf16
+        output of an fp8 problem is judged by the fp8 tolerance, as the problem says.
+        """
+        if dtypes.is_integer(output_dtype):
+            return None
+        if output is not None and output.tolerance is not None:
+            return output.tolerance
+        return self.tolerance.get(self.dtype) or Tolerance.default_for(self.dtype) \
+            or Tolerance.default_for("float32")
+
+    def flops_for(self, shape: Shape) -> float | None:
+        return None if self.flops is None else expr.evaluate(self.flops, _numeric(shape.params))
+
+    def bytes_for(self, shape: Shape) -> float | None:
+        return None if self.bytes is None else expr.evaluate(self.bytes, _numeric(shape.params))
+
+
+def _numeric(params: dict[str, ParamValue]) -> dict[str, float]:
+    return {k: v for k, v in params.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+class Problem(BaseModel):
+    """A validated spec plus where its files live."""
+
+    model_config = ConfigDict(frozen=True)
+
+    spec: ProblemSpec
+    root: Path  # folder of the problem, or the single KernelBench file's folder
+    reference: Path
+    sota: Path | None = None
+    prompt: Path | None = None
+    bundled_name: str | None = None  # '<deck>/<problem>' when it came from the bundled decks
+
+    @property
+    def name(self) -> str:
+        return self.bundled_name or self.spec.name

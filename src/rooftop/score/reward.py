@@ -1,0 +1,49 @@
+"""Named reward functions: a verdict in, a number out. Register one with `@reward_fn("name")`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rooftop.pipeline.verdict import Verdict
+
+RewardFn = Callable[["Verdict"], "float | None"]
+REWARD_FNS: dict[str, RewardFn] = {}
+
+# OpenReward-style penalties for each failing status.
+FAILURE_REWARD = {
+    "incorrect": -2.0,
+    "rejected": -2.0,
+    "runtime_error": -3.0,
+    "init_error": -4.0,
+    "compile_error": -5.0,
+    "internal_error": -6.0,
+    "timeout": -7.0,
+}
+
+
+def reward_fn(name: str) -> Callable[[RewardFn], RewardFn]:
+    def register(fn: RewardFn) -> RewardFn:
+        REWARD_FNS[name] = fn
+        return fn
+    return register
+
+
+@reward_fn("default")
+def speedup_minus_one(verdict: "Verdict") -> float | None:
+    """correct: geometric mean over shapes of (eager median / candidate median) - 1.
+
+    A correct verdict without timings (timing skipped) earns 0; `needs_gpu` is not graded (None).
+    """
+    status = verdict.status.value
+    if status == "correct":
+        speedup = verdict.summary.geomean_speedup
+        return 0.0 if speedup is None else speedup - 1.0
+    return FAILURE_REWARD.get(status)
+
+
+def compute_reward(verdict: "Verdict", name: str = "default") -> float | None:
+    if name not in REWARD_FNS:
+        raise KeyError(f"unknown reward function '{name}' (known: {', '.join(sorted(REWARD_FNS))})")
+    return REWARD_FNS[name](verdict)

@@ -1,0 +1,142 @@
+"""The results store: SQLite, append-only, one transaction per verdict.
+
+WAL mode and a commit after every verdict mean that a crash mid-run loses nothing already
+recorded. The whole verdict document is kept as JSON beside the columns that queries need.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sqlite3
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from rooftop.errors import UserError
+from rooftop.pipeline.verdict import Verdict
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    started_at TEXT NOT NULL,
+    command TEXT NOT NULL,
+    host TEXT NOT NULL,
+    rooftop_version TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS evaluations (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    created_at TEXT NOT NULL,
+    problem TEXT NOT NULL,
+    problem_version INTEGER NOT NULL,
+    solution TEXT NOT NULL,
+    source_hash TEXT NOT NULL,
+    status TEXT NOT NULL,
+    reward REAL,
+    device TEXT,
+    device_name TEXT,
+    mode TEXT,
+    shapes_selected TEXT,
+    geomean_speedup REAL,
+    geomean_roofline REAL,
+    wall_seconds REAL,
+    verdict_json TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS shape_results (
+    evaluation_id INTEGER NOT NULL REFERENCES evaluations(id),
+    shape TEXT NOT NULL,
+    split TEXT NOT NULL,
+    correct INTEGER,
+    median_s REAL,
+    iqr_s REAL,
+    min_s REAL,
+    n INTEGER,
+    reference_median_s REAL,
+    tflops REAL,
+    gbps REAL,
+    roofline_fraction REAL,
+    speedup REAL,
+    PRIMARY KEY (evaluation_id, shape)
+);
+CREATE INDEX IF NOT EXISTS evaluations_by_problem ON evaluations(problem, problem_version, status);
+CREATE INDEX IF NOT EXISTS evaluations_by_source ON evaluations(source_hash);
+"""
+
+
+class Store:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=30)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise UserError(f"{self.path}: results database schema {version} is newer than this "
+                                f"rooftop understands ({SCHEMA_VERSION})")
+            self._db.executescript(SCHEMA)
+            self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            self._db.commit()
+        except sqlite3.DatabaseError as exc:
+            raise UserError(f"{self.path}: not a usable results database ({exc})") from None
+        self._run_id: int | None = None
+
+    def start_run(self, command: str | None = None) -> int:
+        from rooftop.pipeline.environment import rooftop_version
+
+        cur = self._db.execute(
+            "INSERT INTO runs (started_at, command, host, rooftop_version) VALUES (?, ?, ?, ?)",
+            (_now(), command or " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+             platform.node() or os.uname().nodename, rooftop_version()))
+        self._db.commit()
+        self._run_id = int(cur.lastrowid)
+        return self._run_id
+
+    def record(self, verdict: Verdict) -> int:
+        """Append one verdict and commit at once."""
+        if self._run_id is None:
+            self.start_run()
+        env = verdict.environment
+        with self._db:
+            cur = self._db.execute(
+                """INSERT INTO evaluations (run_id, created_at, problem, problem_version, solution,
+                   source_hash, status, reward, device, device_name, mode, shapes_selected,
+                   geomean_speedup, geomean_roofline, wall_seconds, verdict_json)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (self._run_id, _now(), verdict.problem, verdict.problem_version, verdict.solution,
+                 verdict.source_hash, verdict.status.value, verdict.reward,
+                 env.device if env else None, env.device_name if env else None, env.mode if env else None,
+                 verdict.shapes_selected, verdict.summary.geomean_speedup, verdict.summary.geomean_roofline,
+                 verdict.wall_seconds, verdict.model_dump_json()))
+            evaluation_id = int(cur.lastrowid)
+            self._db.executemany(
+                """INSERT INTO shape_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                [(evaluation_id, r.shape, r.split, None if r.correct is None else int(r.correct),
+                  r.candidate.median if r.candidate else None, r.candidate.iqr if r.candidate else None,
+                  r.candidate.min if r.candidate else None, r.candidate.n if r.candidate else None,
+                  r.reference.median if r.reference else None, r.tflops, r.gbps, r.roofline_fraction,
+                  r.speedup) for r in verdict.shapes])
+        return evaluation_id
+
+    def verdicts(self, problem: str | None = None) -> list[Verdict]:
+        query, args = "SELECT verdict_json FROM evaluations", ()
+        if problem:
+            query, args = query + " WHERE problem = ?", (problem,)
+        return [Verdict.model_validate(json.loads(row[0])) for row in self._db.execute(query + " ORDER BY id", args)]
+
+    def count(self, table: str = "evaluations") -> int:
+        if table not in {"runs", "evaluations", "shape_results"}:
+            raise ValueError(table)
+        return int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

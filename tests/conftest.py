@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).parents[1]
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+HAS_CUDA = _has_cuda()
+HAS_NVCC = shutil.which("nvcc") is not None or Path("/usr/local/cuda/bin/nvcc").exists()
+
+
+def pytest_collection_modifyitems(config, items):
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords and not HAS_CUDA:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    """Each test session builds into its own cache, never the user's."""
+    monkeypatch.setenv("ROOFTOP_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+def fixture_problem(name: str):
+    from rooftop.problem.loader import load_problem
+    return load_problem(FIXTURES / "problems" / name)
+
+
+def run(problem: str, solution: str, **settings):
+    """Evaluate a fixture solution against a fixture problem on the CPU (unless told otherwise)."""
+    from rooftop.pipeline.evaluate import evaluate
+    from rooftop.pipeline.job import Settings
+    from rooftop.solution.loader import load_solution
+
+    settings.setdefault("device", "cpu")
+    settings.setdefault("timeout", 60)
+    return evaluate(fixture_problem(problem), load_solution(FIXTURES / "solutions" / solution), Settings(**settings))
