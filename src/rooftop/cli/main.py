@@ -28,7 +28,8 @@ DeviceOpt = Annotated[str, typer.Option("--device", help="auto | cpu | cuda")]
 ShapesOpt = Annotated[str, typer.Option("--shapes", help="auto | visible | held_out | all | smoke "
                                         "(auto: all on a GPU, smoke shapes on a CPU)")]
 DbOpt = Annotated[Path, typer.Option("--db", help="SQLite results database (appended to)")]
-TimeoutOpt = Annotated[float, typer.Option("--timeout", help="wall-clock seconds per gate", min=0.1)]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1,
+                      help="wall-clock seconds per gate (per shape for correctness and timing)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print only the JSON document on stdout")]
 
 

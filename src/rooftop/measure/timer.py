@@ -23,7 +23,7 @@ class TimingPolicy(BaseModel):
     min_samples: int = 10
     max_samples: int = 200
     target_seconds: float = 0.5  # stop once this much time has been measured (after min_samples)
-    max_wall_seconds: float = 30.0
+    max_wall_seconds: float = 10.0  # per measurement, warm-up included
 
     @classmethod
     def for_device(cls, device: str) -> "TimingPolicy":

@@ -84,6 +84,9 @@ def _finish(verdict: Verdict, settings: Settings, started: float) -> Verdict:
     from rooftop.score.reward import compute_reward
 
     verdict.wall_seconds = time.monotonic() - started
+    if verdict.summary.shapes == 0:
+        verdict.summary.shapes = len(verdict.shapes)
+        verdict.summary.correct_shapes = sum(1 for r in verdict.shapes if r.correct)
     verdict.reward = compute_reward(verdict, settings.reward_fn)
     return verdict
 
@@ -210,8 +213,8 @@ def _follow(proc: subprocess.Popen, reader: ChannelReader, job: EvalJob, setting
             if not record.ok:
                 status = Status(message["status"])
                 _fail(verdict, record.gate, status, *message.get("messages", []))
-        elif kind == "progress":
-            where = f" (shape '{message['shape']}')"
+        elif kind == "progress":  # correctness and timing: the limit applies to each shape
+            where, gate_started = f" (shape '{message['shape']}')", time.monotonic()
             progress(f"{gate.value} {message['shape']}")
         elif kind == "checks":
             result = shapes[message["shape"]]

@@ -20,7 +20,7 @@ class Settings(BaseModel):
 
     device: DeviceChoice = "auto"
     shapes: ShapeChoice = "auto"  # auto: all shapes on a GPU; smoke shapes (if any) on a CPU
-    timeout: float = 180.0  # wall-clock seconds per gate (load, correctness, timing)
+    timeout: float = 180.0  # wall-clock seconds per gate (load; correctness and timing: per shape)
     build_timeout: float = 900.0  # the build gate: first load_inline builds take tens of seconds
     seeds_per_shape: int = 3
     seed: int | None = None  # base seed for reproducible inputs; None draws secret random seeds

@@ -1,0 +1,19 @@
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: setup demo test test-gpu clean
+
+setup:
+	@VENV=$(VENV) ./scripts/setup_venv.sh
+
+demo: setup
+	$(VENV)/bin/rooftop demo --deck examples --db rooftop.db
+
+test: setup
+	$(PY) -m pytest -q
+
+test-gpu: setup
+	$(PY) -m pytest -q -m gpu
+
+clean:
+	rm -rf $(VENV) rooftop.db rooftop.db-wal rooftop.db-shm

@@ -1,0 +1,76 @@
+"""The bundled example deck: every problem validates and every solution gets its expected status."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import HAS_CUDA, HAS_NVCC
+from rooftop.problem.registry import bundled_names, resolve
+
+NAMES = bundled_names("examples")
+
+
+def solutions():
+    for name in NAMES:
+        folder = resolve(name).root / "solutions"
+        expected = yaml.safe_load((folder / "expected.yaml").read_text())
+        for entry, statuses in expected.items():
+            yield name, folder / entry, statuses
+
+
+def test_the_deck_is_complete():
+    assert len(NAMES) >= 6
+    languages = set()
+    for name, path, statuses in solutions():
+        assert path.exists(), path
+        from rooftop.solution.loader import load_solution
+        languages.update(lang.value for lang in load_solution(path).languages)
+    assert {"triton", "cuda_inline", "cuda_nvcc", "pytorch"} <= languages
+    kinds = {s["cpu"] for _, _, s in solutions()} | {s["cuda"] for _, _, s in solutions()}
+    assert {"correct", "incorrect", "compile_error", "runtime_error", "timeout", "rejected", "init_error"} <= kinds
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_problem_is_well_formed(name):
+    problem = resolve(name)
+    spec = problem.spec
+    assert spec.select("visible") and spec.select("held_out") and spec.smoke
+    assert spec.flops and spec.bytes
+    for shape in spec.all_shapes():
+        assert spec.flops_for(shape) > 0 and spec.bytes_for(shape) > 0
+    prompt = problem.prompt.read_text()
+    for shape in spec.select("held_out"):  # held-out shapes are never shown to an agent
+        assert shape.name not in prompt
+
+
+@pytest.mark.parametrize("name,path,statuses", list(solutions()), ids=lambda v: getattr(v, "name", None))
+def test_solution_gets_its_expected_status_on_cpu(name, path, statuses):
+    from rooftop.pipeline.evaluate import evaluate
+    from rooftop.pipeline.job import Settings
+    from rooftop.solution.loader import load_solution
+
+    expected = statuses["cpu"]
+    if not HAS_NVCC and expected in ("needs_gpu", "compile_error") and load_solution(path).needs_cuda:
+        expected = "needs_gpu"
+    verdict = evaluate(resolve(name), load_solution(path), Settings(device="cpu", timeout=20))
+    assert verdict.status.value == expected, verdict.messages
+    assert verdict.messages or verdict.status.value == "correct"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,path,statuses", list(solutions()), ids=lambda v: getattr(v, "name", None))
+def test_solution_gets_its_expected_status_on_gpu(name, path, statuses):
+    from rooftop.pipeline.evaluate import evaluate
+    from rooftop.pipeline.job import Settings
+    from rooftop.solution.loader import load_solution
+
+    verdict = evaluate(resolve(name), load_solution(path), Settings(device="cuda", timeout=60))
+    assert verdict.status.value == statuses["cuda"], verdict.messages
+    if verdict.status.value == "correct":
+        for shape in verdict.shapes:
+            assert shape.candidate.clock == "cuda_event" and shape.candidate.median > 0
+            assert shape.roofline_fraction is not None and 0 < shape.roofline_fraction <= 1.0
+            assert shape.speedup > 0
+    else:
+        assert verdict.messages

@@ -1,0 +1,39 @@
+"""Engine checks that need a CUDA GPU (run on the GPU machine with `make test-gpu`)."""
+
+import pytest
+
+from conftest import run
+
+pytestmark = pytest.mark.gpu
+
+
+def test_cuda_timings_and_roofline():
+    v = run("scale", "good.py", device="cuda", shapes="all")
+    assert v.status.value == "correct"
+    assert v.environment.device == "cuda" and v.environment.mode == "gpu" and v.environment.cuda
+    for shape in v.shapes:
+        assert shape.candidate.clock == shape.reference.clock == "cuda_event"
+        assert shape.candidate.n >= 10 and shape.roofline_fraction is not None
+
+
+def test_inline_cuda_builds_once():
+    first = run("scale", "cuda_inline_ok.py", device="cuda")
+    second = run("scale", "cuda_inline_ok.py", device="cuda")
+    assert first.status.value == second.status.value == "correct", first.messages
+    [build] = [g for g in second.gates if g.gate.value == "build"]
+    assert build.cached is True and build.seconds < 20
+
+
+def test_standalone_cuda_with_ctypes():
+    v = run("scale", "cuda_ctypes_scale", device="cuda", shapes="all")
+    assert v.status.value == "correct", v.messages
+
+
+def test_inline_cuda_compile_error_on_gpu():
+    v = run("scale", "cuda_inline_broken.py", device="cuda")
+    assert v.status.value == "compile_error" and "undeclared_thing" in v.messages[0]
+
+
+def test_segfault_and_hang_on_gpu():
+    assert run("scale", "segfault.py", device="cuda").status.value == "runtime_error"
+    assert run("scale", "hang.py", device="cuda", timeout=5).status.value == "timeout"
