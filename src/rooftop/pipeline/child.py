@@ -43,6 +43,7 @@ def main(argv: list[str]) -> int:
 
         channel.send("environment", environment=collect_environment(job.device, job.solution).model_dump())
         device = torch.device(job.device)
+        _set_precision(job)
         channel.send("gate", gate="build", phase="start")
         started = time.monotonic()
         module, cached = _build(job)
@@ -137,6 +138,17 @@ def _build(job: EvalJob) -> tuple[ModuleType, bool | None]:
     if not compiled_after:
         return module, None  # nothing was compiled: Python, or Triton (which compiles at first call)
     return module, cached and compiled_after == compiled_before
+
+
+def _set_precision(job: EvalJob) -> None:
+    """fp32 means IEEE fp32: no TF32 in cuBLAS or cuDNN (cuDNN allows it by default), unless the
+    problem says tf32. The reference, its eager timing and the candidate all see the same setting."""
+    import torch
+
+    spec = job.problem.spec
+    tf32 = "tfloat32" in (spec.dtype, spec.peak_dtype)
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
 
 
 def _capability(device: str) -> tuple[int, int] | None:
