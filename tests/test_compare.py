@@ -33,6 +33,14 @@ def test_tolerance_bound_and_numbers():
     assert compare_outputs(spec(tolerance={"fp32": 1e-2}), ref, ref + 1e-3, []) == []
 
 
+def test_worst_element_is_reported_at_its_index():
+    ref = torch.zeros(3, 4)
+    got = ref.clone()
+    got[2, 1] = 0.5
+    [m] = compare_outputs(spec(), ref, got, [])
+    assert "worst at (2, 1): got 0.5, expected 0" in m.message and "1 of 12" in m.message
+
+
 def test_nan_where_reference_is_finite_fails():
     ref = torch.ones(4)
     got = ref.clone()

@@ -104,17 +104,30 @@ def compile_check_inline(cuda_sources: list[str], out_dir: Path, capability: tup
 
 
 def trim_compiler_log(log: str, max_errors: int = 3, context: int = 2, max_chars: int = 2000) -> str:
-    """The first few errors with a little context, instead of pages of template noise."""
-    lines = [line for line in log.splitlines() if line.strip()]
-    error_at = [i for i, line in enumerate(lines)
-                if re.search(r"\berror\b|Error:|FAILED|undefined reference", line)]
+    """The first few compiler errors with a little context, instead of pages of template noise.
+
+    Build-tool lines (ninja's FAILED, the echoed compiler command) are dropped when the compiler's
+    own `error` lines are there; every kept line is cut to a readable length.
+    """
+    lines = [line.rstrip()[:400] for line in log.splitlines() if line.strip()]
+    errors = re.compile(r"(\berror\b\s*[:(#]|: error|fatal error|undefined reference|Error:)")
+    error_at = [i for i, line in enumerate(lines) if errors.search(line) and not _is_command(line)]
+    if not error_at:
+        error_at = [i for i, line in enumerate(lines) if "FAILED" in line or "error" in line.lower()]
     if not error_at:
         text = "\n".join(lines[-15:])
     else:
         keep: list[int] = []
         for i in error_at[:max_errors]:
-            keep.extend(range(i, min(i + context + 1, len(lines))))
+            keep.extend(j for j in range(i, min(i + context + 1, len(lines))) if not _is_command(lines[j]))
         text = "\n".join(lines[i] for i in sorted(set(keep)))
         if len(error_at) > max_errors:
             text += f"\n... ({len(error_at) - max_errors} more error line(s))"
     return text if len(text) <= max_chars else text[:max_chars] + " ..."
+
+
+def _is_command(line: str) -> bool:
+    """An echoed compiler invocation, as ninja prints it before the output."""
+    first = line.strip().split(" ", 1)[0]
+    return first.endswith(("nvcc", "c++", "g++", "gcc", "clang++")) or line.startswith("FAILED:") \
+        or (len(line) > 300 and " -I" in line)
