@@ -73,6 +73,11 @@ def test_input_mutation_fails(solution):
     assert v.status.value == "incorrect" and "in place" in v.messages[0]
 
 
+def test_output_aliasing_an_input_fails():
+    v = run("copy", "returns_input.py")
+    assert v.status.value == "incorrect" and "shares storage with input(s) [0]" in v.messages[0]
+
+
 def test_reference_weights_are_copied():
     v = run("linear", "linear_other_init.py")
     assert v.status.value == "correct", v.messages

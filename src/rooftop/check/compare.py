@@ -109,7 +109,7 @@ def _compare_close(name: str, ref: torch.Tensor, cand: torch.Tensor, tol: Tolera
         flat = int(torch.argmax(excess.flatten()))
         index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), r.shape))
         return Mismatch(name, f"{over} of {r.numel()} elements exceed atol={tol.atol:g} rtol={tol.rtol:g} "
-                        f"(max abs error {max_abs:.3g}); worst at {index}: got {c[index].item():.6g}, "
+                        f"(max abs error {max_abs:.3g}, max rel error {max_rel:.3g}); worst at {index}: got {c[index].item():.6g}, "
                         f"expected {r[index].item():.6g}", **numbers)
     if norm_rel is not None and norm_rel > tol.norm_bound:
         return Mismatch(name, f"normwise relative error {norm_rel:.3g} exceeds {tol.norm_bound:g} "

@@ -55,7 +55,11 @@ def print_verdict(verdict: Verdict, console: Console) -> None:
 
 
 def shape_table(verdict: Verdict) -> Table:
-    table = Table(show_edge=False, header_style="bold")
+    clocks = {r.candidate.clock for r in verdict.shapes if r.candidate}
+    caption = {"cuda_event": "times: CUDA events, one pair per call, L2 flushed before each",
+               "cpu_perf_counter": "times: CPU timings (time.perf_counter), not GPU times"}
+    table = Table(show_edge=False, header_style="bold",
+                  caption=" · ".join(caption.get(c, c) for c in sorted(clocks)) or None)
     for col in ("shape", "split", "ok", "max err", "median", "IQR", "n", "eager", "speedup", "TFLOP/s", "GB/s", "roof"):
         table.add_column(col, justify="right" if col not in ("shape", "split") else "left")
     for r in verdict.shapes:

@@ -44,9 +44,10 @@ def main(argv: list[str]) -> int:
         channel.send("environment", environment=collect_environment(job.device, job.solution).model_dump())
         device = torch.device(job.device)
         _set_precision(job)
+        build_folder = _prepare_build_folder(job)
         channel.send("gate", gate="build", phase="start")
         started = time.monotonic()
-        module, cached = _build(job)
+        module, cached = _build(job, build_folder)
         channel.send("gate", gate="build", phase="end", ok=True, seconds=time.monotonic() - started, cached=cached)
         gate = "load"
         channel.send("gate", gate="load", phase="start")
@@ -93,14 +94,14 @@ def main(argv: list[str]) -> int:
 
 
 # -- build ------------------------------------------------------------------------------------
-def _build(job: EvalJob) -> tuple[ModuleType, bool | None]:
+def _build(job: EvalJob, folder: Path) -> tuple[ModuleType, bool | None]:
     from rooftop.build.backends import build_standalone, compile_check_inline, nvcc_path, trim_compiler_log
 
     solution = job.solution
     capability = _capability(job.device)
     cached = True
     if solution.cu_files and (job.device == "cuda" or nvcc_path() is not None):
-        result = build_standalone(solution.cu_files, job.build_dir, capability, job.build_timeout)
+        result = build_standalone(solution.cu_files, folder, capability, job.build_timeout)
         if not result.ok:
             raise GateFailure("compile_error", "nvcc failed:\n" + trim_compiler_log(result.log))
         cached = result.cached
@@ -109,7 +110,7 @@ def _build(job: EvalJob) -> tuple[ModuleType, bool | None]:
         if nvcc_path() is None:
             messages.append("nvcc is not installed here, so its CUDA code was not compile-checked")
         elif solution.inline.cuda:
-            result = compile_check_inline(solution.inline.cuda, job.build_dir, capability, job.build_timeout)
+            result = compile_check_inline(solution.inline.cuda, folder, capability, job.build_timeout)
             if not result.ok:
                 raise GateFailure("compile_error", "nvcc failed on the load_inline CUDA source:\n"
                                   + trim_compiler_log(result.log))
@@ -121,7 +122,7 @@ def _build(job: EvalJob) -> tuple[ModuleType, bool | None]:
             messages.append("its .cu files compile with nvcc")
         raise GateFailure("needs_gpu", "this solution uses CUDA and this machine has no GPU: "
                           + "; ".join(messages) + "; run it on a GPU for a verdict", cached=cached)
-    compiled_before = set(job.build_dir.rglob("*.so"))
+    compiled_before = set(folder.rglob("*.so"))
     try:
         module = _import_file(solution.entry, "rooftop_solution")
     except GateFailure:
@@ -134,10 +135,30 @@ def _build(job: EvalJob) -> tuple[ModuleType, bool | None]:
             raise GateFailure("compile_error", "load_inline build failed:\n" + trim_compiler_log(text))
         raise GateFailure(_status_for_exception(exc, "build"), "importing the solution failed: "
                           + _describe(exc, job))
-    compiled_after = set(job.build_dir.rglob("*.so"))
+    compiled_after = set(folder.rglob("*.so"))
     if not compiled_after:
         return module, None  # nothing was compiled: Python, or Triton (which compiles at first call)
     return module, cached and compiled_after == compiled_before
+
+
+def _prepare_build_folder(job: EvalJob) -> Path:
+    """The build folder for this source on this platform, and the variables that point at it."""
+    import torch
+
+    from rooftop.build.cache import build_dir
+
+    key = f"torch{torch.__version__}-{job.device}"
+    capability = _capability(job.device)
+    if capability is not None:
+        major, minor = capability
+        key += f"-sm{major}{minor}"
+        os.environ["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}{'a' if major >= 9 else ''}"
+    os.environ["ROOFTOP_CACHE"] = str(job.cache_root)
+    folder = build_dir(job.solution.source_hash, key)
+    os.environ["ROOFTOP_BUILD_DIR"] = str(folder)
+    os.environ["TORCH_EXTENSIONS_DIR"] = str(folder / "torch_extensions")
+    os.environ["TRITON_CACHE_DIR"] = str(folder / "triton")
+    return folder
 
 
 def _set_precision(job: EvalJob) -> None:

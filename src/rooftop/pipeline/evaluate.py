@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rooftop.build.cache import build_dir
+from rooftop.build.cache import cache_root
 from rooftop.check.inputs import fresh_seeds
 from rooftop.integrity.policy import check_source
 from rooftop.measure.measurement import TimingStats
@@ -120,39 +120,29 @@ def _static_gate(verdict: Verdict, problem: Problem, solution: Solution) -> bool
 
 # -- the child --------------------------------------------------------------------------------
 def _make_job(problem: Problem, solution: Solution, settings: Settings, device: str, shapes: list[Shape]) -> EvalJob:
-    import torch
-
     seeds = {}
     for i, shape in enumerate(shapes):
         base = None if settings.seed is None else settings.seed + 1000 * i
         seeds[shape.name] = fresh_seeds(settings.seeds_per_shape, base)
     weights_seed = settings.seed if settings.seed is not None else secrets.randbits(31)
-    platform_key = f"torch{torch.__version__}-{device}"
-    if device == "cuda":
-        major, minor = torch.cuda.get_device_capability()
-        platform_key += f"-sm{major}{minor}"
     timing = None
     if settings.timing:
         timing = settings.timing_policy or TimingPolicy.for_device(device)
     return EvalJob(problem=problem, solution=solution, device=device, shapes=shapes, seeds=seeds,
-                   weights_seed=weights_seed, timing=timing,
-                   build_dir=build_dir(solution.source_hash, platform_key),
+                   weights_seed=weights_seed, timing=timing, cache_root=cache_root(),
                    build_timeout=settings.build_timeout)
 
 
-def child_env(job: EvalJob, scratch: Path) -> dict[str, str]:
-    """The child's environment: ours, plus build locations and the interpreter switch for Triton."""
+def child_env(job: EvalJob) -> dict[str, str]:
+    """The child's environment: ours, plus the interpreter switch for Triton on a CPU.
+
+    Build locations are set by the child itself, which knows its device without the parent ever
+    touching the GPU.
+    """
     env = dict(os.environ)
-    env["ROOFTOP_BUILD_DIR"] = str(job.build_dir)
-    env["TORCH_EXTENSIONS_DIR"] = str(job.build_dir / "torch_extensions")
-    env["TRITON_CACHE_DIR"] = str(job.build_dir / "triton")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     if job.device == "cuda":
-        import torch
-
-        major, minor = torch.cuda.get_device_capability()
-        env["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}{'a' if major >= 9 else ''}"
         env.pop("TRITON_INTERPRET", None)
     else:
         env["TRITON_INTERPRET"] = "1"
@@ -174,7 +164,7 @@ def _run_child(job: EvalJob, settings: Settings, verdict: Verdict, shapes: dict[
             proc = subprocess.Popen(
                 [sys.executable, "-m", "rooftop.pipeline.child", str(job_path), str(write_fd)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
-                env=child_env(job, scratch), cwd=scratch, start_new_session=True)
+                env=child_env(job), cwd=scratch, start_new_session=True)
         os.close(write_fd)
         try:
             _follow(proc, ChannelReader(read_fd), job, settings, verdict, shapes, progress, log_path)

@@ -39,5 +39,5 @@ class EvalJob(BaseModel):
     seeds: dict[str, list[int]]
     weights_seed: int
     timing: TimingPolicy | None
-    build_dir: Path
+    cache_root: Path  # the child keys its build folder by source hash and its own platform
     build_timeout: float
