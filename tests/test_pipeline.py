@@ -90,9 +90,11 @@ def test_a_broken_reference_is_an_internal_error_not_the_candidates_fault():
     assert "reference forward of the problem failed" in v.messages[0]
 
 
-def test_no_shapes_of_the_requested_kind_is_an_internal_error():
-    v = run("linear", "linear_other_init.py", shapes="held_out")
-    assert v.status.value == "internal_error" and "held_out" in v.messages[0]
+def test_asking_for_shapes_the_problem_lacks_is_a_usage_error():
+    from rooftop.errors import UserError
+
+    with pytest.raises(UserError, match="--shapes held_out: problem 'linear' has no held_out shapes"):
+        run("linear", "linear_other_init.py", shapes="held_out")
 
 
 # -- isolation: the candidate cannot take the caller down ----------------------------------------

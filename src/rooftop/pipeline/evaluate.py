@@ -19,6 +19,7 @@ from pathlib import Path
 
 from rooftop.build.cache import cache_root
 from rooftop.check.inputs import fresh_seeds
+from rooftop.errors import UserError
 from rooftop.integrity.policy import check_source
 from rooftop.measure.measurement import TimingStats
 from rooftop.measure.timer import TimingPolicy
@@ -49,6 +50,8 @@ def select_shapes(problem: Problem, choice: str, device: str) -> tuple[str, list
     if choice == "auto":
         choice = "smoke" if device == "cpu" and spec.smoke else "all"
     shapes = spec.select(choice)
+    if not shapes:
+        raise UserError(f"--shapes {choice}: problem '{problem.name}' has no {choice} shapes")
     return choice, shapes
 
 
@@ -64,9 +67,6 @@ def evaluate(problem: Problem, solution: Solution, settings: Settings | None = N
                       shapes_selected=which, reward_fn=settings.reward_fn)
     shape_results = {s.name: ShapeResult(shape=s.name, split=s.split.value, params=s.params) for s in shapes}
     verdict.shapes = list(shape_results.values())
-    if not shapes:
-        _fail(verdict, Gate.static, Status.internal_error, f"the problem has no '{which}' shapes")
-        return _finish(verdict, settings, started)
     if not _static_gate(verdict, problem, solution):
         verdict.environment = fallback_environment(device, solution)
         return _finish(verdict, settings, started)
