@@ -26,7 +26,7 @@ def test_arch_flag():
 def test_build_dir_is_keyed_by_source_and_platform(tmp_path, monkeypatch):
     monkeypatch.setenv("ROOFTOP_CACHE", str(tmp_path))
     a, b = build_dir("ab" * 32, "torch2.13-cpu"), build_dir("ab" * 32, "torch2.13-cuda-sm90")
-    assert a != b and a.is_dir() and a.parent == tmp_path / "builds"
+    assert a != b and a.is_dir() and a.parent == b.parent == tmp_path / "builds" / ("ab" * 10)
 
 
 def test_solution_kinds_and_inline_sources_are_read_without_running_it():

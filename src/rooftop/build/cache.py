@@ -13,9 +13,14 @@ def cache_root() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "rooftop"
 
 
-def build_dir(source_hash: str, platform_key: str) -> Path:
+def source_dir(source_hash: str, root: Path | None = None) -> Path:
+    """Everything built from one source: the only part of the cache its evaluation may write."""
+    return (root or cache_root()) / "builds" / source_hash[:20]
+
+
+def build_dir(source_hash: str, platform_key: str, root: Path | None = None) -> Path:
     """One folder per (source, platform): torch version and target architecture change the binary."""
     safe = re.sub(r"[^A-Za-z0-9_.\-]+", "_", platform_key)
-    path = cache_root() / "builds" / f"{source_hash[:20]}-{safe}"
+    path = source_dir(source_hash, root) / safe
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -31,13 +31,15 @@ DbOpt = Annotated[Path, typer.Option("--db", help="SQLite results database (appe
 TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1,
                       help="wall-clock seconds per gate (per shape for correctness and timing)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print only the JSON document on stdout")]
+SandboxOpt = Annotated[str, typer.Option("--sandbox", help="auto | bwrap | none (auto: bwrap when installed)")]
 
 
-def _settings(device: str, shapes: str, timeout: float, seed: int | None, timing: bool):
+def _settings(device: str, shapes: str, timeout: float, seed: int | None, timing: bool, sandbox: str):
     from rooftop.pipeline.job import Settings
 
-    choices = {"device": ("auto", "cpu", "cuda"), "shapes": ("auto", "visible", "held_out", "all", "smoke")}
-    for name, value in (("device", device), ("shapes", shapes)):
+    choices = {"device": ("auto", "cpu", "cuda"), "shapes": ("auto", "visible", "held_out", "all", "smoke"),
+               "sandbox": ("auto", "bwrap", "none")}
+    for name, value in (("device", device), ("shapes", shapes), ("sandbox", sandbox)):
         if value not in choices[name]:
             raise UserError(f"--{name}: expected one of {', '.join(choices[name])} (got '{value}')")
     if device == "cuda":
@@ -45,8 +47,14 @@ def _settings(device: str, shapes: str, timeout: float, seed: int | None, timing
 
         if not torch.cuda.is_available():
             raise UserError("--device cuda: no CUDA GPU is visible to torch on this machine")
+    if sandbox == "bwrap":
+        from rooftop.integrity.sandbox import bwrap_path
+
+        if bwrap_path() is None:
+            raise UserError("--sandbox bwrap: bubblewrap (bwrap) is not installed here "
+                            "(apt-get install bubblewrap, or point ROOFTOP_BWRAP at a bwrap binary)")
     return Settings(device=device, shapes=shapes, timeout=timeout, seed=seed, timing=timing,
-                    build_timeout=max(timeout, 900.0))
+                    build_timeout=max(timeout, 900.0), sandbox=sandbox)
 
 
 def _progress(enabled: bool) -> Progress:
@@ -63,6 +71,7 @@ def eval_command(
     timeout: TimeoutOpt = 180.0,
     seed: Annotated[int | None, typer.Option("--seed", help="base seed for reproducible inputs")] = None,
     timing: Annotated[bool, typer.Option("--timing/--no-timing", help="time correct solutions")] = True,
+    sandbox: SandboxOpt = "auto",
     json_output: JsonOpt = False,
     db: DbOpt = Path("rooftop.db"),
 ) -> None:
@@ -75,7 +84,7 @@ def eval_command(
 
     spec = resolve(problem)
     sol = load_solution(solution)
-    settings = _settings(device, shapes, timeout, seed, timing)
+    settings = _settings(device, shapes, timeout, seed, timing, sandbox)
     store = Store(db)
     with _progress(not json_output) as bar:
         task = bar.add_task(f"{spec.name}: {sol.path.name}", total=None)
@@ -95,6 +104,7 @@ def demo_command(
     device: DeviceOpt = "auto",
     shapes: ShapesOpt = "auto",
     timeout: TimeoutOpt = 30.0,
+    sandbox: SandboxOpt = "auto",
     json_output: JsonOpt = False,
     db: DbOpt = Path("rooftop.db"),
 ) -> None:
@@ -108,7 +118,7 @@ def demo_command(
     names = bundled_names(deck)
     if not names:
         raise UserError(f"--deck: no bundled deck named '{deck}' (or it holds no problems)")
-    settings = _settings(device, shapes, timeout, None, True)
+    settings = _settings(device, shapes, timeout, None, True, sandbox)
     jobs = []
     for name in names:
         problem = resolve(name)

@@ -40,13 +40,15 @@ def print_verdict(verdict: Verdict, console: Console) -> None:
                                 f"  {verdict.problem} v{verdict.problem_version}  ",
                                 Text(verdict.solution.rsplit("/", 1)[-1], style="bold")))
     if env:
-        console.print(f"{env.device_name} · {env.mode} · torch {env.torch}"
+        console.print(f"{env.device_name} · {env.mode} · sandbox {verdict.sandbox} · torch {env.torch}"
                       + (f" · triton {env.triton}" if env.triton else "")
                       + (f" · CUDA {env.cuda}" if env.cuda else ""), style="dim", highlight=False)
     if any(r.checks or r.candidate for r in verdict.shapes):
         console.print(shape_table(verdict))
     for message in verdict.messages:
         console.print(message, style="yellow", highlight=False, markup=False)
+    for warning in verdict.warnings:
+        console.print(f"warning: {warning}", style="bold yellow", highlight=False, markup=False)
     if verdict.status is Status.correct and verdict.summary.geomean_speedup is not None:
         console.print(f"geomean speedup over eager {verdict.summary.geomean_speedup:.3f}x"
                       + (f" · geomean roofline {verdict.summary.geomean_roofline:.1%}"

@@ -153,8 +153,7 @@ def _prepare_build_folder(job: EvalJob) -> Path:
         major, minor = capability
         key += f"-sm{major}{minor}"
         os.environ["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}{'a' if major >= 9 else ''}"
-    os.environ["ROOFTOP_CACHE"] = str(job.cache_root)
-    folder = build_dir(job.solution.source_hash, key)
+    folder = build_dir(job.solution.source_hash, key, job.cache_root)
     os.environ["ROOFTOP_BUILD_DIR"] = str(folder)
     os.environ["TORCH_EXTENSIONS_DIR"] = str(folder / "torch_extensions")
     os.environ["TRITON_CACHE_DIR"] = str(folder / "triton")
@@ -336,6 +335,10 @@ def _blame_reference(what: str) -> Iterator[None]:
 
 # -- status -----------------------------------------------------------------------------------
 def _status_for_exception(exc: BaseException, gate: str) -> str:
+    from rooftop.integrity.sandbox import denial
+
+    if denial(exc):
+        return "rejected"
     kind = type(exc)
     if "CompilationError" in kind.__name__ or (kind.__module__.startswith("triton") and "compil" in str(exc).lower()):
         return "compile_error"
@@ -350,9 +353,13 @@ def _describe(exc: BaseException, job: EvalJob) -> str:
         if frame.filename in solution_files:
             where = f" (at {Path(frame.filename).name}:{frame.lineno}: {(frame.line or '').strip()})"
             break
+    from rooftop.integrity.sandbox import denial
+
     text = str(exc).strip().splitlines()
     message = " ".join(text[:3])[:600] if text else ""
-    return f"{type(exc).__name__}: {message}{where}"
+    refused = denial(exc)
+    prefix = f"[sandbox] {refused}: " if refused else ""
+    return f"{prefix}{type(exc).__name__}: {message}{where}"
 
 
 def _params(params: dict) -> str:

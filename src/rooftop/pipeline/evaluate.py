@@ -17,10 +17,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rooftop.build.cache import cache_root
+from rooftop.build.cache import cache_root, source_dir
 from rooftop.check.inputs import fresh_seeds
 from rooftop.errors import UserError
 from rooftop.integrity.policy import check_source
+from rooftop.integrity.sandbox import plan
 from rooftop.measure.measurement import TimingStats
 from rooftop.measure.timer import TimingPolicy
 from rooftop.pipeline.channel import ChannelReader
@@ -72,8 +73,6 @@ def evaluate(problem: Problem, solution: Solution, settings: Settings | None = N
         return _finish(verdict, settings, started)
     job = _make_job(problem, solution, settings, device, shapes)
     _run_child(job, settings, verdict, shape_results, progress or (lambda _: None))
-    if verdict.environment is None:
-        verdict.environment = fallback_environment(device, solution)
     if verdict.failed_gate is None:
         verdict.status = Status.correct
         score(verdict, problem, job.timing is not None)
@@ -134,21 +133,15 @@ def _make_job(problem: Problem, solution: Solution, settings: Settings, device: 
 
 
 def child_env(job: EvalJob) -> dict[str, str]:
-    """The child's environment: ours, plus the interpreter switch for Triton on a CPU.
-
-    Build locations are set by the child itself, which knows its device without the parent ever
-    touching the GPU.
-    """
-    env = dict(os.environ)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env["PYTHONUNBUFFERED"] = "1"
-    if job.device == "cuda":
-        env.pop("TRITON_INTERPRET", None)
-    else:
+    """What the child's environment adds to the scrubbed one: unbuffered output, our sources on
+    the import path, and the interpreter switch for Triton on a CPU. Build locations are set by the
+    child itself, which knows its device without the parent ever touching the GPU."""
+    src = str(Path(__file__).resolve().parents[2])
+    env = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
+           "PYTHONPATH": src + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")}
+    if job.device == "cpu":
         env["TRITON_INTERPRET"] = "1"
         env["CUDA_VISIBLE_DEVICES"] = ""
-    src = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 
@@ -159,12 +152,20 @@ def _run_child(job: EvalJob, settings: Settings, verdict: Verdict, shapes: dict[
         job_path = scratch / "job.json"
         job_path.write_text(job.model_dump_json())
         log_path = scratch / "child.log"
+        sandbox = plan(settings.sandbox, scratch=scratch, device=job.device, extra_env=child_env(job),
+                       writable=[source_dir(job.solution.source_hash, job.cache_root)],
+                       readable=[job.solution.path, job.problem.reference, Path(__file__).resolve().parents[1]])
+        if verdict.environment is None:
+            verdict.environment = fallback_environment(job.device, job.solution)
+        verdict.sandbox = sandbox.kind.value
+        if sandbox.warning:
+            verdict.warnings.append(sandbox.warning)
         read_fd, write_fd = os.pipe()
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "rooftop.pipeline.child", str(job_path), str(write_fd)],
+                [*sandbox.prefix, sys.executable, "-m", "rooftop.pipeline.child", str(job_path), str(write_fd)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
-                env=child_env(job), cwd=scratch, start_new_session=True)
+                env=sandbox.env, cwd=scratch, start_new_session=True, preexec_fn=sandbox.limits.apply)
         os.close(write_fd)
         try:
             _follow(proc, ChannelReader(read_fd), job, settings, verdict, shapes, progress, log_path)
@@ -226,14 +227,23 @@ def _crashed(proc: subprocess.Popen, gate: Gate, where: str, verdict: Verdict, l
         code = proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         code = None
+    if code is not None and verdict.sandbox == "bwrap" and 128 < code < 128 + 65:
+        code = 128 - code  # bwrap reports its child's death by signal N as exit status 128 + N
     if code is not None and code < 0:
-        how = f"was killed by {signal.Signals(-code).name}"
+        how = f"was killed by {_signal_name(-code)}"
     else:
         how = f"exited with status {code}" if code is not None else "closed its channel"
     tail = _log_tail(log_path)
     status = _CRASH_STATUS.get(gate, Status.runtime_error)
     _fail(verdict, gate, status, f"the solution's process {how} during the {gate.value} gate{where}"
           + (f"; its last output:\n{tail}" if tail else ""))
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _log_tail(path: Path, lines: int = 12) -> str:

@@ -27,6 +27,7 @@ class Settings(BaseModel):
     timing: bool = True
     timing_policy: TimingPolicy | None = None  # None: TimingPolicy.for_device(device)
     reward_fn: str = "default"
+    sandbox: Literal["auto", "bwrap", "none"] = "auto"  # auto: bwrap when installed, else none + a warning
 
 
 class EvalJob(BaseModel):

@@ -117,6 +117,8 @@ class Verdict(BaseModel):
     shapes_selected: str = ""
     failed_gate: Gate | None = None
     messages: list[str] = []
+    warnings: list[str] = []  # about the evaluation itself (e.g. it ran without a sandbox)
+    sandbox: str = "none"
     gates: list[GateRecord] = []
     shapes: list[ShapeResult] = []
     summary: Summary = Summary()

@@ -1,0 +1,186 @@
+"""Where the evaluation child runs: inside bubblewrap when it is available, and always with a
+scrubbed environment and resource limits.
+
+Inside bwrap the child sees a read-only system (the interpreter, its packages, the CUDA toolkit
+and driver), its own scratch folder and its solution's build folder as the only writable places,
+the solution and the problem's `reference.py` read-only, a private /tmp, no network, and the GPU
+device nodes. The results database, other solutions and the rest of the problem folder are simply
+not there.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import resource
+import shutil
+import sys
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from rooftop.errors import UserError
+
+
+class SandboxKind(str, Enum):
+    auto = "auto"
+    bwrap = "bwrap"
+    none = "none"
+
+
+# environment variables a child may inherit; everything else (keys, tokens, secrets) is dropped
+ENV_ALLOWED = {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "CUDA_HOME", "CUDA_PATH",
+               "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CC", "CXX", "NVCC_CCBIN", "CUDA_MODULE_LOADING",
+               "PYTHONPATH", "TRITON_INTERPRET", "ROOFTOP_NVCC", "MAX_JOBS", "TORCH_CUDA_ARCH_LIST",
+               "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+               "NVSHMEM_DISABLE_NVLS"}
+ENV_PREFIXES = ("NVIDIA_", "LC_")
+SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|SEED|AUTH)", re.IGNORECASE)
+
+# read-only system paths the child needs (those that exist are bound)
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt", "/usr/local/cuda",
+                "/usr/local/nvidia", "/run/nvidia-persistenced")
+
+
+@dataclass
+class Limits:
+    """Per-child resource limits (setrlimit), applied whether or not bwrap is used."""
+
+    cpu_seconds: int = 4 * 3600
+    file_bytes: int = 4 << 30  # largest file it may write (logs, objects)
+    open_files: int = 4096
+    address_space_bytes: int | None = None  # CPU runs only: CUDA reserves huge virtual ranges
+
+    def apply(self) -> None:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_CPU, (self.cpu_seconds, self.cpu_seconds))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (self.file_bytes, self.file_bytes))
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        wanted = self.open_files if hard == resource.RLIM_INFINITY else min(self.open_files, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        if self.address_space_bytes:
+            resource.setrlimit(resource.RLIMIT_AS, (self.address_space_bytes, self.address_space_bytes))
+
+
+@dataclass
+class SandboxPlan:
+    """How to start the child: the command prefix, its environment and what it may touch."""
+
+    kind: SandboxKind
+    prefix: list[str]
+    env: dict[str, str]
+    limits: Limits
+    writable: list[Path] = field(default_factory=list)
+    warning: str | None = None
+
+
+def bwrap_path() -> str | None:
+    """bwrap from $ROOFTOP_BWRAP (a carried binary), else the PATH."""
+    override = os.environ.get("ROOFTOP_BWRAP")
+    if override:
+        return override if Path(override).exists() else None
+    return shutil.which("bwrap")
+
+
+def scrubbed_env(base: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
+    """Only allow-listed variables whose names do not look like secrets, plus ours."""
+    kept = {k: v for k, v in base.items()
+            if (k in ENV_ALLOWED or k.startswith(ENV_PREFIXES)) and not SECRET_NAME.search(k)}
+    return {**kept, **extra}
+
+
+def plan(kind: SandboxKind | str, *, scratch: Path, writable: list[Path], readable: list[Path],
+         device: str, extra_env: dict[str, str]) -> SandboxPlan:
+    """The sandbox for one child. `bwrap` without bwrap installed is a usage error."""
+    kind = SandboxKind(kind)
+    binary = bwrap_path()
+    if kind is SandboxKind.auto:
+        kind = SandboxKind.bwrap if binary else SandboxKind.none
+        auto_none = binary is None
+    else:
+        auto_none = False
+    home = scratch / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    child_env = scrubbed_env(dict(os.environ), {
+        **extra_env, "HOME": str(home), "PYTHONNOUSERSITE": "1", "ROOFTOP_SANDBOX": kind.value,
+        "TMPDIR": "/tmp" if kind is SandboxKind.bwrap else str(scratch)})
+    limits = Limits(address_space_bytes=(48 << 30) if device == "cpu" else None)
+    if kind is SandboxKind.bwrap and binary is None:
+        raise UserError("--sandbox bwrap: bubblewrap (bwrap) is not installed here "
+                        "(apt-get install bubblewrap, or point ROOFTOP_BWRAP at a bwrap binary)")
+    if kind is SandboxKind.none:
+        warning = "no sandbox: bubblewrap is not installed, so the candidate ran with this user's file " \
+            "and network access" if auto_none else None
+        return SandboxPlan(SandboxKind.none, [], child_env, limits, [scratch, *writable], warning)
+    return SandboxPlan(SandboxKind.bwrap, _bwrap_args(binary, scratch, writable, readable, device),
+                       child_env, limits, [scratch, *writable])
+
+
+def _bwrap_args(binary: str, scratch: Path, writable: list[Path], readable: list[Path], device: str) -> list[str]:
+    args = [binary, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL",
+            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    bound: list[Path] = []
+
+    def bind(flag: str, path: Path) -> None:
+        path = Path(path)
+        if path.exists() and not any(path == b or b in path.parents for b in bound if flag == "--ro-bind"):
+            args.extend([flag, str(path), str(path)])
+            bound.append(path)
+
+    for system in SYSTEM_PATHS:
+        bind("--ro-bind", Path(system))
+    for entry in _python_paths():
+        bind("--ro-bind", entry)
+    for path in readable:
+        bind("--ro-bind", path)
+    for path in [scratch, *writable]:
+        path.mkdir(parents=True, exist_ok=True)
+        args.extend(["--bind", str(path), str(path)])
+    if device == "cuda":
+        for node in sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri/*")):
+            args.extend(["--dev-bind", node, node])
+    args.extend(["--chdir", str(scratch), "--"])
+    return args
+
+
+def _python_paths() -> list[Path]:
+    """The interpreter and every import root it uses (a venv, the system prefix, carried sites)."""
+    roots = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent.parent}
+    roots.update(Path(p) for p in sys.path if p and Path(p).is_dir())
+    return sorted(roots, key=lambda p: len(p.parts))
+
+
+def denial(exc: BaseException) -> str | None:
+    """If an exception (or its cause) is the sandbox saying no, what was refused; else None.
+
+    Runs in the child, which knows from ROOFTOP_SANDBOX whether it is sandboxed.
+    """
+    import errno
+    import socket
+
+    if os.environ.get("ROOFTOP_SANDBOX") != SandboxKind.bwrap.value:
+        return None
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, socket.gaierror):
+            return "network access (name resolution) is not available in the sandbox"
+        if isinstance(exc, OSError):
+            code, name = exc.errno, getattr(exc, "filename", None)
+            if code in (errno.ENETUNREACH, errno.ENETDOWN, errno.EHOSTUNREACH, errno.EADDRNOTAVAIL,
+                        errno.ECONNREFUSED):
+                return "network access is not available in the sandbox"
+            if code == errno.EROFS:
+                return f"writing outside the scratch folder ({name}) is not allowed"
+            if code in (errno.EACCES, errno.EPERM):
+                return f"access to {name or 'a resource'} is not allowed"
+            if code == errno.ENOENT and name and os.path.isabs(str(name)) and not _inside_allowed(str(name)):
+                return f"{name} is outside the sandbox (results, other solutions and problem data are not visible)"
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+def _inside_allowed(path: str) -> bool:
+    # not /tmp: the sandbox's /tmp is private, so a host path there is exactly what it hides
+    allowed = [os.environ.get("HOME", ""), os.getcwd(), os.environ.get("ROOFTOP_BUILD_DIR", "")]
+    return any(a and (path == a or path.startswith(a.rstrip("/") + "/")) for a in allowed)
