@@ -37,3 +37,14 @@ def test_inline_cuda_compile_error_on_gpu():
 def test_segfault_and_hang_on_gpu():
     assert run("scale", "segfault.py", device="cuda").status.value == "runtime_error"
     assert run("scale", "hang.py", device="cuda", timeout=5).status.value == "timeout"
+
+
+@pytest.mark.skipif(__import__("rooftop.integrity.sandbox", fromlist=["x"]).bwrap_path() is None,
+                    reason="needs bubblewrap (or ROOFTOP_BWRAP pointing at a carried binary)")
+def test_bwrap_sandbox_passes_the_gpu_through():
+    for solution in ("cuda_inline_ok.py", "triton_scale.py", "cuda_ctypes_scale"):
+        v = run("scale", solution, device="cuda", sandbox="bwrap", shapes="all")
+        assert v.status.value == "correct" and v.sandbox == "bwrap", (solution, v.messages)
+    for solution, words in (("opens_socket.py", "network"), ("writes_system.py", "outside the scratch")):
+        v = run("scale", solution, device="cuda", sandbox="bwrap")
+        assert v.status.value == "rejected" and words in v.messages[0], (solution, v.messages)

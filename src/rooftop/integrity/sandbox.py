@@ -39,7 +39,7 @@ ENV_PREFIXES = ("NVIDIA_", "LC_")
 SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|SEED|AUTH)", re.IGNORECASE)
 
 # read-only system paths the child needs (those that exist are bound)
-SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt", "/usr/local/cuda",
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt", "/sys", "/usr/local/cuda",
                 "/usr/local/nvidia", "/run/nvidia-persistenced")
 
 
