@@ -67,16 +67,19 @@ def test_other_solutions_are_not_visible(tmp_path):
     neighbour = tmp_path / "secret_neighbour.py"
     neighbour.write_text("SECRET = 1\n")
     solution = tmp_path / "peeks.py"
-    solution.write_text((FIXTURES / "solutions/good.py").read_text().replace(
-        "return x * self.alpha", "import secret_neighbour  # noqa\n        return x * self.alpha"))
+    solution.write_text("import os\n" + (FIXTURES / "solutions/good.py").read_text().replace(
+        "return x * self.alpha",
+        f"if os.path.exists({str(neighbour)!r}):\n            raise RuntimeError('neighbour visible')\n"
+        "        return x * self.alpha"))
     from rooftop.pipeline.evaluate import evaluate
     from rooftop.pipeline.job import Settings
     from rooftop.problem.loader import load_problem
     from rooftop.solution.loader import load_solution
 
-    v = evaluate(load_problem(FIXTURES / "problems/scale"), load_solution(solution),
-                 Settings(device="cpu", sandbox="bwrap", timeout=60))
-    assert v.status.value == "runtime_error" and "secret_neighbour" in v.messages[0]
+    problem, candidate = load_problem(FIXTURES / "problems/scale"), load_solution(solution)
+    assert evaluate(problem, candidate, Settings(device="cpu", sandbox="bwrap")).status.value == "correct"
+    seen = evaluate(problem, candidate, Settings(device="cpu", sandbox="none"))
+    assert seen.status.value == "runtime_error" and "neighbour visible" in seen.messages[0]
 
 
 def test_auto_without_bwrap_warns_on_the_verdict(monkeypatch):

@@ -8,6 +8,7 @@ streams, threads) live beside this module and catch what a static reading cannot
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 
 from rooftop.problem.spec import Policy
@@ -23,6 +24,25 @@ ALLOCATION_CALLS = {
 ALLOWED_TORCH_PREFIXES = ("torch.nn.Module", "torch.nn.Parameter", "torch.nn.ParameterList",
                           "torch.nn.ModuleList", "torch.cuda.", "torch.utils.cpp_extension.",
                           "torch.library.", "torch.backends.")
+
+
+# modules a solution may import (their submodules too); a problem extends this with extra_imports
+ALLOWED_IMPORTS = {
+    "torch", "triton", "numpy", "math", "cmath", "ctypes", "os", "typing", "typing_extensions", "functools",
+    "itertools", "operator", "collections", "dataclasses", "enum", "abc", "__future__", "pathlib", "struct",
+    "warnings", "contextlib", "re", "string", "textwrap", "cuda",
+}
+STREAM_CALLS = {"torch.cuda.Stream", "torch.cuda.ExternalStream", "torch.cuda.stream", "torch.cuda.set_stream",
+                "torch.cuda.streams.Stream", "torch.Stream", "torch.cuda.graphs.graph_pool_handle"}
+CONCURRENCY_ROOTS = ("threading", "_thread", "concurrent", "multiprocessing", "asyncio", "subprocess",
+                     "os.fork", "os.forkpty", "os.spawn", "os.posix_spawn", "os.system", "os.popen")
+PROTECTED_ROOTS = ("torch", "time", "triton", "rooftop", "builtins", "numpy", "gc", "sys")
+DYNAMIC_CODE = {"exec", "eval", "compile", "__import__", "globals", "breakpoint"}
+# native (CUDA/C++) constructs that create streams or threads behind the harness's back
+NATIVE_RULES = (
+    ("stream", re.compile(r"\b(cudaStreamCreate\w*|cuStreamCreate\w*|getStreamFromPool|getStreamFromExternal)\b")),
+    ("thread", re.compile(r"\b(std::thread|std::async|pthread_create|std::jthread)\b")),
+)
 
 
 @dataclass(frozen=True)
@@ -75,7 +95,121 @@ def check_source(source: str, policy: Policy, filename: str = "solution.py") -> 
                 if dotted and dotted.startswith("torch.") and not _allocation(dotted):
                     report("torch-compute", node, f"'{dotted}' computes with torch; this problem "
                            "allows only allocation and metadata calls of torch")
+    for rule in (_imports, _concurrency, _patching, _subclasses, _fallbacks, _dynamic_code):
+        for node, name, message in rule(tree, aliases, policy, forbidden_ops):
+            report(name, node, message)
+    for source in _inline_strings(tree):
+        for rule, line, message in check_native(source):
+            found.append(Violation(rule, 0, f"in a load_inline source, line {line}: {message}"))
     return sorted(found, key=lambda v: v.line)
+
+
+def check_native(source: str) -> list[tuple[str, int, str]]:
+    """Stream or thread creation in CUDA/C++ text (load_inline strings and .cu/.cpp files)."""
+    hits = []
+    for number, line in enumerate(source.splitlines(), 1):
+        code = line.split("//", 1)[0]
+        for rule, pattern in NATIVE_RULES:
+            match = pattern.search(code)
+            if match:
+                hits.append((rule, number, f"'{match.group(1)}' creates a {rule}; all work must run on the "
+                             "caller's current stream, inside the call"))
+    return hits
+
+
+Finding = tuple[ast.AST, str, str]
+
+
+def _imports(tree: ast.Module, aliases: dict[str, str], policy: Policy, _ops: set[str]) -> list[Finding]:
+    allowed = ALLOWED_IMPORTS | set(policy.extra_imports)
+    out = []
+    for node in ast.walk(tree):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else []
+        for name in names:
+            if not any(name == a or name.startswith(a + ".") for a in allowed):
+                out.append((node, "import", f"import of '{name}' is not allowed (allowed: torch, triton, numpy, "
+                            "ctypes, os and the standard helpers; a problem may add more)"))
+    return out
+
+
+def _concurrency(tree: ast.Module, aliases: dict[str, str], _p: Policy, _ops: set[str]) -> list[Finding]:
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            dotted = _resolve(node.func, aliases) or ""
+            if dotted in STREAM_CALLS:
+                out.append((node, "stream", f"'{dotted}': creating or switching CUDA streams is not allowed; "
+                            "run on the caller's current stream"))
+            elif dotted.startswith(CONCURRENCY_ROOTS):
+                out.append((node, "thread", f"'{dotted}': threads and processes are not allowed"))
+    return out
+
+
+def _patching(tree: ast.Module, aliases: dict[str, str], _p: Policy, _ops: set[str]) -> list[Finding]:
+    out = []
+    for node in ast.walk(tree):
+        targets: list[ast.AST] = []
+        if isinstance(node, (ast.Assign, ast.Delete)):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr") \
+                and node.args:
+            targets = [node.args[0]]
+        for target in targets:
+            dotted = _resolve(target, aliases) or ""
+            if dotted.split(".")[0] in PROTECTED_ROOTS and (isinstance(target, ast.Attribute) or
+                                                            isinstance(node, ast.Call)):
+                out.append((node, "patch", f"assigning to '{dotted}' is not allowed (no patching of torch, "
+                            "triton, time or the harness)"))
+    return out
+
+
+def _subclasses(tree: ast.Module, aliases: dict[str, str], _p: Policy, _ops: set[str]) -> list[Finding]:
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for base in node.bases:
+                if (_resolve(base, aliases) or "") in ("torch.Tensor", "torch._C.TensorBase", "torch._C._TensorBase"):
+                    out.append((node, "tensor-subclass", f"class {node.name} subclasses torch.Tensor"))
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name in ("__torch_function__", "__torch_dispatch__"):
+                    out.append((item, "tensor-subclass", f"{node.name}.{item.name} intercepts torch calls"))
+        elif isinstance(node, ast.Attribute) and node.attr in ("_make_subclass", "as_subclass", "_make_wrapper_subclass"):
+            out.append((node, "tensor-subclass", f"'.{node.attr}' makes a Tensor subclass"))
+    return out
+
+
+def _fallbacks(tree: ast.Module, aliases: dict[str, str], policy: Policy, ops: set[str]) -> list[Finding]:
+    """try/except whose handler computes with torch: a silent fallback to the reference path."""
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Try):
+            continue
+        for handler in node.handlers:
+            for inner in ast.walk(handler):
+                if isinstance(inner, ast.Call):
+                    dotted = _resolve(inner.func, aliases) or ""
+                    method = inner.func.attr if isinstance(inner.func, ast.Attribute) and not dotted else ""
+                    if (dotted.startswith("torch.") and not _allocation(dotted)) or method in ops:
+                        out.append((inner, "fallback", f"'{dotted or '.' + method}' inside an except handler: "
+                                    "falling back to torch when the kernel fails is not allowed"))
+    return out
+
+
+def _dynamic_code(tree: ast.Module, aliases: dict[str, str], _p: Policy, _ops: set[str]) -> list[Finding]:
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in DYNAMIC_CODE:
+            out.append((node, "dynamic-code", f"'{node.func.id}()' runs code the policy cannot read"))
+    return out
+
+
+def _inline_strings(tree: ast.Module) -> list[str]:
+    """Every string constant long enough to be native source (load_inline's sources among them)."""
+    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and ("{" in n.value and ";" in n.value)]
 
 
 def _allocation(dotted: str) -> bool:

@@ -20,7 +20,7 @@ from pathlib import Path
 from rooftop.build.cache import cache_root, source_dir
 from rooftop.check.inputs import fresh_seeds
 from rooftop.errors import UserError
-from rooftop.integrity.policy import check_source
+from rooftop.integrity.policy import Violation, check_native, check_source
 from rooftop.integrity.sandbox import plan
 from rooftop.measure.measurement import TimingStats
 from rooftop.measure.timer import TimingPolicy
@@ -101,7 +101,11 @@ def _fail(verdict: Verdict, gate: Gate, status: Status, *messages: str) -> None:
 def _static_gate(verdict: Verdict, problem: Problem, solution: Solution) -> bool:
     started = time.monotonic()
     violations = []
-    for path in (f for f in solution.files if f.suffix == ".py"):
+    for path in solution.files:
+        if path.suffix != ".py":
+            violations += [(path, Violation(rule, line, message))
+                           for rule, line, message in check_native(path.read_text(errors="replace"))]
+            continue
         try:
             violations += [(path, v) for v in check_source(path.read_text(), problem.spec.policy, str(path))]
         except SyntaxError as exc:
