@@ -237,6 +237,7 @@ def _check_shape(job: EvalJob, reference: ModuleType, models: tuple, shape: Any,
 
     from rooftop.check.compare import compare_outputs, storage_overlaps
     from rooftop.check.inputs import clone, make_inputs, modified_inputs, tensors
+    from rooftop.integrity.audit import audit_call
 
     ref_model, cand_model, _ = models
     checks, pool = [], []
@@ -249,11 +250,15 @@ def _check_shape(job: EvalJob, reference: ModuleType, models: tuple, shape: Any,
                 expected = ref_model(*clone(inputs))
             cand_inputs = clone(inputs)
             try:
-                got = cand_model(*cand_inputs)
+                got, findings = audit_call(lambda: cand_model(*cand_inputs),
+                                           count_compute=not job.problem.spec.policy.allow_torch_ops)
                 _synchronize(device)
             except Exception as exc:
                 checks.append({"seed": seed, "ok": False, "status": _status_for_exception(exc, "correctness"),
                                "message": _describe(exc, job)})
+                break
+            if findings:
+                checks.append({"seed": seed, "ok": False, "status": "rejected", "message": "; ".join(findings)})
                 break
         check: dict[str, Any] = {"seed": seed, "ok": True, "message": ""}
         changed = modified_inputs(inputs, cand_inputs)

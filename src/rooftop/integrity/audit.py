@@ -1,0 +1,76 @@
+"""Runtime audits of one candidate call, in the child: what a static reading cannot see.
+
+- torch compute: when a problem requires custom kernels (`allow_torch_ops: false`), a
+  `TorchDispatchMode` counts the aten operators the call dispatches, so `torch.mm` reached
+  through any alias, `getattr` or `eval` is still seen. Kernels the solution built itself
+  (Triton launches, extension functions) do not go through the dispatcher and are not counted.
+- threads: Python threads started by the call and still alive after it returned are background
+  work that escapes the timer.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+# aten operators that allocate, view, copy or describe tensors: no compute of the problem's op
+ALLOCATION_OPS = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
+    "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill_", "zero_",
+    "arange", "scalar_tensor", "lift_fresh", "lift_fresh_copy", "detach", "alias", "view", "_unsafe_view",
+    "reshape", "_reshape_alias", "as_strided", "t", "transpose", "permute", "expand", "unsqueeze",
+    "squeeze", "select", "slice", "narrow", "split", "split_with_sizes", "chunk", "unbind", "contiguous",
+    "clone", "copy_", "_to_copy", "to", "_copy_from", "_copy_from_and_resize", "resize_", "set_",
+    "is_nonzero", "item", "_local_scalar_dense", "size", "stride", "numel", "dim", "is_contiguous",
+    "record_stream", "_has_compatible_shallow_copy_type", "view_as", "flatten", "unflatten", "movedim",
+    "diagonal", "expand_as", "empty_permuted",
+}
+
+
+class ComputeCounter:
+    """Counts aten operators outside `ALLOCATION_OPS` dispatched while it is active."""
+
+    def __init__(self) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        counts: Counter[str] = Counter()
+
+        class _Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+                name = func._schema.name.split("::")[-1]
+                if name not in ALLOCATION_OPS:
+                    counts[name] += 1
+                return func(*args, **(kwargs or {}))
+
+        self.counts = counts
+        self._mode = _Mode()
+
+    def __enter__(self) -> "ComputeCounter":
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._mode.__exit__(*exc)
+
+
+def audit_call(call: Callable[[], Any], count_compute: bool) -> tuple[Any, list[str]]:
+    """Run one candidate call under the audits; its result and what they found."""
+    before = set(threading.enumerate())
+    findings = []
+    if count_compute:
+        with ComputeCounter() as counter:
+            result = call()
+        if counter.counts:
+            ops = ", ".join(f"{name} x{n}" for name, n in counter.counts.most_common(8))
+            findings.append(f"[torch-compute] the call ran torch compute operators ({ops}); this problem "
+                            "requires the computation in the solution's own kernels")
+    else:
+        result = call()
+    started = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+    if started:
+        names = ", ".join(t.name for t in started[:5])
+        findings.append(f"[thread] the call left {len(started)} thread(s) running ({names}): work must finish "
+                        "inside the call, on the caller's thread")
+    return result, findings
