@@ -39,12 +39,14 @@ def fixture_problem(name: str):
     return load_problem(FIXTURES / "problems" / name)
 
 
-def run(problem: str, solution: str, **settings):
-    """Evaluate a fixture solution against a fixture problem on the CPU (unless told otherwise)."""
+def run(problem: str, solution: "str | Path", **settings):
+    """Evaluate a solution (a fixture name, or any path) against a fixture problem on the CPU
+    (unless told otherwise)."""
     from rooftop.pipeline.evaluate import evaluate
     from rooftop.pipeline.job import Settings
     from rooftop.solution.loader import load_solution
 
     settings.setdefault("device", "cpu")
     settings.setdefault("timeout", 60)
-    return evaluate(fixture_problem(problem), load_solution(FIXTURES / "solutions" / solution), Settings(**settings))
+    path = solution if isinstance(solution, Path) else FIXTURES / "solutions" / solution
+    return evaluate(fixture_problem(problem), load_solution(path), Settings(**settings))

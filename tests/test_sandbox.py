@@ -35,17 +35,9 @@ def test_reading_the_results_database_is_refused(tmp_path):
     solution.write_text((FIXTURES / "solutions/good.py").read_text().replace(
         "return x * self.alpha", f"open({str(db)!r}, 'rb').read()\n        return x * self.alpha"))
     assert os.path.exists(db)
-    from rooftop.pipeline.evaluate import evaluate
-    from rooftop.pipeline.job import Settings
-    from rooftop.problem.loader import load_problem
-    from rooftop.solution.loader import load_solution
-
-    v = evaluate(load_problem(FIXTURES / "problems/scale"), load_solution(solution),
-                 Settings(device="cpu", sandbox="bwrap", timeout=60))
+    v = run("scale", solution, sandbox="bwrap")
     assert v.status.value == "rejected" and "[sandbox]" in v.messages[0] and "rooftop.db" in v.messages[0]
-    unsandboxed = evaluate(load_problem(FIXTURES / "problems/scale"), load_solution(solution),
-                           Settings(device="cpu", sandbox="none", timeout=60))
-    assert unsandboxed.status.value == "correct"  # the same file is readable without the sandbox
+    assert run("scale", solution, sandbox="none").status.value == "correct"  # readable without the sandbox
 
 
 @needs_bwrap
@@ -71,14 +63,8 @@ def test_other_solutions_are_not_visible(tmp_path):
         "return x * self.alpha",
         f"if os.path.exists({str(neighbour)!r}):\n            raise RuntimeError('neighbour visible')\n"
         "        return x * self.alpha"))
-    from rooftop.pipeline.evaluate import evaluate
-    from rooftop.pipeline.job import Settings
-    from rooftop.problem.loader import load_problem
-    from rooftop.solution.loader import load_solution
-
-    problem, candidate = load_problem(FIXTURES / "problems/scale"), load_solution(solution)
-    assert evaluate(problem, candidate, Settings(device="cpu", sandbox="bwrap")).status.value == "correct"
-    seen = evaluate(problem, candidate, Settings(device="cpu", sandbox="none"))
+    assert run("scale", solution, sandbox="bwrap").status.value == "correct"
+    seen = run("scale", solution, sandbox="none")
     assert seen.status.value == "runtime_error" and "neighbour visible" in seen.messages[0]
 
 
