@@ -40,9 +40,12 @@ def test_eval_exit_zero_for_a_failing_verdict_and_prints_a_table(tmp_path):
     (["eval", SCALE, str(FIXTURES / "solutions/good.py"), "--device", "tpu"], "--device"),
     (["eval", str(FIXTURES / "problems"), str(FIXTURES / "solutions/good.py")], "problem.yaml"),
     (["problems", "show", "examples/nope"], "examples/nope"),
+    (["eval", SCALE, str(FIXTURES / "solutions/good.py"), "--timeout", "0"], "--timeout"),
+    (["eval", SCALE], "Missing argument"),
+    (["frobnicate"], "frobnicate"),
 ])
 def test_bad_input_exits_2_with_one_line_and_no_traceback(args, needle, tmp_path):
-    proc = rooftop(*args, "--db", str(tmp_path / "r.db")) if args[0] == "eval" else rooftop(*args)
+    proc = rooftop(*args, "--db", str(tmp_path / "r.db")) if args[0] == "eval" and len(args) > 2 else rooftop(*args)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in proc.stderr

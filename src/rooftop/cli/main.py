@@ -222,10 +222,19 @@ def problems_show(name: Annotated[str, typer.Argument(help="bundled name or path
 
 def main() -> None:
     try:
-        app()
-    except UserError as exc:
-        sys.stderr.write(f"rooftop: error: {' '.join(str(exc).split())}\n")
+        code = app(standalone_mode=False)
+    except Exception as exc:
+        # our input errors, and the argument parser's usage errors (exit code 2): one line, no traceback
+        usage = getattr(exc, "exit_code", None) == 2 and hasattr(exc, "format_message")
+        if not (isinstance(exc, UserError) or usage):
+            if type(exc).__name__ == "Abort":
+                sys.exit(130)
+            raise
+        message = " ".join((exc.format_message() if usage else str(exc)).split())
+        if message:  # empty when the help was printed instead (no arguments at all)
+            sys.stderr.write(f"rooftop: error: {message}\n")
         sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":
