@@ -95,15 +95,10 @@ def _compare_close(name: str, ref: torch.Tensor, cand: torch.Tensor, tol: Tolera
     same_special = (c == r) | (c.isnan() & r.isnan())
     if bool((~ref_finite & ~same_special).any()):
         return Mismatch(name, "NaN/Inf values of the reference are not reproduced", tolerance=tol)
-    diff = torch.where(ref_finite, (c - r).abs(), 0.0)
-    magnitude = torch.where(ref_finite, r.abs(), 0.0)
-    max_abs = float(diff.max()) if diff.numel() else 0.0
-    rel = diff / magnitude.clamp_min(torch.finfo(torch.float64).tiny)
-    max_rel = float(rel.max()) if rel.numel() else 0.0
-    ref_norm = float(torch.linalg.vector_norm(magnitude))
-    norm_rel = float(torch.linalg.vector_norm(diff)) / ref_norm if ref_norm > 0 else None
+    diff, magnitude, figures = _errors(r, c, ref_finite)
+    max_abs, max_rel, norm_rel = figures["max_abs_error"], figures["max_rel_error"], figures["norm_rel_error"]
     excess = diff - (tol.atol + tol.rtol * magnitude)
-    numbers = dict(max_abs_error=max_abs, max_rel_error=max_rel, norm_rel_error=norm_rel, tolerance=tol)
+    numbers = dict(**figures, tolerance=tol)
     over = int((excess > 0).sum())
     if over:
         flat = int(torch.argmax(excess.flatten()))
@@ -116,6 +111,29 @@ def _compare_close(name: str, ref: torch.Tensor, cand: torch.Tensor, tol: Tolera
                         f"(elementwise within atol={tol.atol:g}: the output is too small to judge "
                         "elementwise)", **numbers)
     return None
+
+
+def error_figures(reference: Any, candidate: Any) -> dict[str, float | None]:
+    """Max absolute, max relative and normwise relative error of the first float output (a passing
+    check reports them too, to show how close it came to the bound)."""
+    ref, cand = as_outputs(reference)[0], as_outputs(candidate)[0]
+    if not (isinstance(ref, torch.Tensor) and isinstance(cand, torch.Tensor) and ref.is_floating_point()
+            and ref.numel() and cand.shape == ref.shape):
+        return {}
+    r, c = ref.detach().to(torch.float64), cand.detach().to(torch.float64)
+    return _errors(r, c, torch.isfinite(r))[2]
+
+
+def _errors(r: torch.Tensor, c: torch.Tensor, finite: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    """Elementwise |c - r| and |r| over the reference's finite entries, and the summary figures."""
+    diff = torch.where(finite, (c - r).abs(), 0.0)
+    magnitude = torch.where(finite, r.abs(), 0.0)
+    max_abs = float(diff.max()) if diff.numel() else 0.0
+    rel = diff / magnitude.clamp_min(torch.finfo(torch.float64).tiny)
+    max_rel = float(rel.max()) if rel.numel() else 0.0
+    ref_norm = float(torch.linalg.vector_norm(magnitude))
+    norm_rel = float(torch.linalg.vector_norm(diff)) / ref_norm if ref_norm > 0 else None
+    return diff, magnitude, {"max_abs_error": max_abs, "max_rel_error": max_rel, "norm_rel_error": norm_rel}
 
 
 def storage_overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -48,11 +48,9 @@ def _settings(device: str, shapes: str, timeout: float, seed: int | None, timing
         if not torch.cuda.is_available():
             raise UserError("--device cuda: no CUDA GPU is visible to torch on this machine")
     if sandbox == "bwrap":
-        from rooftop.integrity.sandbox import bwrap_path
+        from rooftop.integrity.sandbox import require_bwrap
 
-        if bwrap_path() is None:
-            raise UserError("--sandbox bwrap: bubblewrap (bwrap) is not installed here "
-                            "(apt-get install bubblewrap, or point ROOFTOP_BWRAP at a bwrap binary)")
+        require_bwrap()  # fail before any evaluation starts
     return Settings(device=device, shapes=shapes, timeout=timeout, seed=seed, timing=timing,
                     build_timeout=max(timeout, 900.0), sandbox=sandbox)
 

@@ -83,6 +83,15 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
+def require_bwrap() -> str:
+    """The bwrap binary, or a usage error saying how to get one."""
+    binary = bwrap_path()
+    if binary is None:
+        raise UserError("--sandbox bwrap: bubblewrap (bwrap) is not installed here "
+                        "(apt-get install bubblewrap, or point ROOFTOP_BWRAP at a bwrap binary)")
+    return binary
+
+
 def scrubbed_env(base: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
     """Only allow-listed variables whose names do not look like secrets, plus ours."""
     kept = {k: v for k, v in base.items()
@@ -93,25 +102,21 @@ def scrubbed_env(base: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
 def plan(kind: SandboxKind | str, *, scratch: Path, writable: list[Path], readable: list[Path],
          device: str, extra_env: dict[str, str]) -> SandboxPlan:
     """The sandbox for one child. `bwrap` without bwrap installed is a usage error."""
-    kind = SandboxKind(kind)
-    binary = bwrap_path()
-    if kind is SandboxKind.auto:
-        kind = SandboxKind.bwrap if binary else SandboxKind.none
-        auto_none = binary is None
+    asked = SandboxKind(kind)
+    if asked is SandboxKind.bwrap:
+        binary: str | None = require_bwrap()
     else:
-        auto_none = False
+        binary = bwrap_path() if asked is SandboxKind.auto else None
+    kind = SandboxKind.bwrap if binary else SandboxKind.none
     home = scratch / "home"
     home.mkdir(parents=True, exist_ok=True)
     child_env = scrubbed_env(dict(os.environ), {
         **extra_env, "HOME": str(home), "PYTHONNOUSERSITE": "1", "ROOFTOP_SANDBOX": kind.value,
         "TMPDIR": "/tmp" if kind is SandboxKind.bwrap else str(scratch)})
     limits = Limits(address_space_bytes=(48 << 30) if device == "cpu" else None)
-    if kind is SandboxKind.bwrap and binary is None:
-        raise UserError("--sandbox bwrap: bubblewrap (bwrap) is not installed here "
-                        "(apt-get install bubblewrap, or point ROOFTOP_BWRAP at a bwrap binary)")
-    if kind is SandboxKind.none:
+    if binary is None:
         warning = "no sandbox: bubblewrap is not installed, so the candidate ran with this user's file " \
-            "and network access" if auto_none else None
+            "and network access" if asked is SandboxKind.auto else None
         return SandboxPlan(SandboxKind.none, [], child_env, limits, [scratch, *writable], warning)
     return SandboxPlan(SandboxKind.bwrap, _bwrap_args(binary, scratch, writable, readable, device),
                        child_env, limits, [scratch, *writable])

@@ -235,7 +235,7 @@ def _construct(job: EvalJob, reference: ModuleType, module: ModuleType, shape: A
 def _check_shape(job: EvalJob, reference: ModuleType, models: tuple, shape: Any, device: Any) -> tuple[list, list]:
     import torch
 
-    from rooftop.check.compare import compare_outputs, storage_overlaps
+    from rooftop.check.compare import compare_outputs, error_figures, storage_overlaps
     from rooftop.check.inputs import clone, make_inputs, modified_inputs, tensors
     from rooftop.integrity.audit import audit_call
 
@@ -278,28 +278,11 @@ def _check_shape(job: EvalJob, reference: ModuleType, models: tuple, shape: Any,
                          atol=tol.atol if tol else None, rtol=tol.rtol if tol else None,
                          norm_bound=tol.norm_bound if tol else None)
         else:
-            check.update(_error_numbers(job, expected, got))
+            check.update(error_figures(expected, got))
         checks.append(check)
         if not check["ok"]:
             break
     return checks, pool
-
-
-def _error_numbers(job: EvalJob, expected: Any, got: Any) -> dict[str, Any]:
-    """Error figures of a passing check, so a verdict shows how close it came to the bound."""
-    import torch
-
-    from rooftop.check.compare import as_outputs
-
-    ref, cand = as_outputs(expected)[0], as_outputs(got)[0]
-    if not (isinstance(ref, torch.Tensor) and ref.is_floating_point() and ref.numel()):
-        return {}
-    r, c = ref.double(), cand.double()
-    finite = torch.isfinite(r)
-    diff = (c[finite] - r[finite]).abs()
-    norm = float(torch.linalg.vector_norm(r[finite]))
-    return {"max_abs_error": float(diff.max()) if diff.numel() else 0.0,
-            "norm_rel_error": float(torch.linalg.vector_norm(diff)) / norm if norm else None}
 
 
 def _synchronize(device: Any) -> None:

@@ -113,9 +113,7 @@ def _static_gate(verdict: Verdict, problem: Problem, solution: Solution) -> bool
                   f"{path.name}:{exc.lineno}: syntax error: {exc.msg}")
             return False
     if violations:
-        _fail(verdict, Gate.static, Status.rejected,
-              *[f"{path.name} {v} " for path, v in violations[:10]])
-        verdict.messages = [m.strip() for m in verdict.messages]
+        _fail(verdict, Gate.static, Status.rejected, *[f"{path.name} {v}" for path, v in violations[:10]])
         return False
     verdict.gates.append(GateRecord(gate=Gate.static, ok=True, seconds=time.monotonic() - started))
     return True
