@@ -1,20 +1,15 @@
 from rooftop.measure.measurement import TimingStats
-from rooftop.measure.timer import TimingPolicy, measure
+from rooftop.measure.timer import Sampler, TimingPolicy
 
 
-class FakeClock:
-    """Each call 'takes' the next duration from a list: stopping rules become deterministic."""
+class FakeWall:
+    """A wall clock the test moves by hand: stopping rules become deterministic."""
 
-    name = "fake"
+    def __init__(self):
+        self.now = 0.0
 
-    def __init__(self, durations):
-        self.durations = list(durations)
-        self.calls = 0
-
-    def time(self, call):
-        call()
-        self.calls += 1
-        return self.durations[(self.calls - 1) % len(self.durations)]
+    def __call__(self):
+        return self.now
 
 
 def test_statistics_from_raw_samples():
@@ -25,17 +20,37 @@ def test_statistics_from_raw_samples():
 
 
 def test_stops_at_target_time_after_min_samples():
-    ran = []
     policy = TimingPolicy(warmup_calls=2, warmup_seconds=0, min_samples=5, max_samples=100, target_seconds=1.0)
-    stats = measure([lambda: ran.append(0), lambda: ran.append(1)], FakeClock([0.3]), policy)
-    assert stats.n == 5 and stats.stopped_by == "target_seconds"  # 4 x 0.3 < 1.0 but min_samples rules
-    assert stats.warmup_calls == 2 and ran.count(0) + ran.count(1) == 7
-    stats = measure([lambda: None], FakeClock([0.001]), policy)
-    assert stats.n == 100 and stats.stopped_by == "max_samples"
+    sampler = Sampler(policy, FakeWall())
+    kinds = []
+    while sampler.stopped_by is None:
+        if sampler.warming:
+            sampler.warmed()
+            kinds.append("warm")
+        else:
+            sampler.add(0.3)
+            kinds.append("timed")
+    assert kinds == ["warm", "warm"] + ["timed"] * 5  # 4 x 0.3 < 1.0 and min_samples rules anyway
+    stats = sampler.stats("fake")
+    assert stats.n == 5 and stats.stopped_by == "target_seconds" and stats.warmup_calls == 2
+    fast = Sampler(policy, FakeWall())
+    while fast.stopped_by is None:
+        fast.warmed() if fast.warming else fast.add(0.001)
+    assert fast.stats("fake").n == 100 and fast.stopped_by == "max_samples"
 
 
-def test_calls_cycle_over_the_input_pool():
-    seen = []
-    policy = TimingPolicy(warmup_calls=0, warmup_seconds=0, min_samples=6, max_samples=6, target_seconds=0)
-    measure([lambda i=i: seen.append(i) for i in range(3)], FakeClock([1e-3]), policy)
-    assert seen == [0, 1, 2, 0, 1, 2]
+def test_warmup_lasts_its_seconds_and_the_wall_limit_stops_sampling():
+    wall = FakeWall()
+    policy = TimingPolicy(warmup_calls=1, warmup_seconds=0.5, min_samples=3, max_samples=1000,
+                          target_seconds=100.0, max_wall_seconds=10.0)
+    sampler = Sampler(policy, wall)
+    sampler.warmed()
+    assert sampler.warming  # one call made, but 0.5 s of warm-up not yet spent
+    wall.now = 0.6
+    assert not sampler.warming
+    for _ in range(3):
+        sampler.add(0.01)
+    assert sampler.stopped_by is None
+    wall.now = 10.5
+    sampler.add(0.01)
+    assert sampler.stopped_by == "max_wall_seconds"

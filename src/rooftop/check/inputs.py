@@ -27,9 +27,24 @@ def init_inputs(reference: ModuleType, spec: ProblemSpec, shape: Shape) -> list[
 
 
 def make_inputs(reference: ModuleType, spec: ProblemSpec, shape: Shape, seed: int, device: torch.device) -> list[Any]:
-    """The forward arguments for one seed, on the evaluation device."""
+    """The forward arguments for one seed, made on the evaluation device.
+
+    Both sides call this with the same seed and get the same bits: the trusted side to compute
+    the expected output, the child just before the call. Factory calls in `get_inputs` default to
+    the evaluation device, so large inputs are drawn by the GPU's generator, not copied over.
+    """
     torch.manual_seed(seed)
-    return [to_device(x, device) for x in _call(reference.get_inputs, spec, shape)]
+    with torch.device(device):
+        made = _call(reference.get_inputs, spec, shape)
+    return [to_device(x, device) for x in made]
+
+
+def set_precision(spec: ProblemSpec) -> None:
+    """fp32 means IEEE fp32: no TF32 in cuBLAS or cuDNN (cuDNN allows it by default), unless the
+    problem says tf32. The reference, its eager timing and the candidate all run under this."""
+    tf32 = "tfloat32" in (spec.dtype, spec.peak_dtype)
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
 
 
 def to_device(value: Any, device: torch.device) -> Any:

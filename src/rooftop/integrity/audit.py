@@ -55,22 +55,79 @@ class ComputeCounter:
         self._mode.__exit__(*exc)
 
 
+class Audit:
+    """The runtime audits around one call: `with audit: call()`, then `audit.findings()`.
+
+    The thread snapshot is taken when the audit is made, outside any timed region."""
+
+    def __init__(self, count_compute: bool) -> None:
+        self._before = set(threading.enumerate())
+        self._counter = ComputeCounter() if count_compute else None
+
+    def __enter__(self) -> "Audit":
+        if self._counter is not None:
+            self._counter.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._counter is not None:
+            self._counter.__exit__(*exc)
+
+    def findings(self) -> list[str]:
+        out = []
+        if self._counter is not None and self._counter.counts:
+            ops = ", ".join(f"{name} x{n}" for name, n in self._counter.counts.most_common(8))
+            out.append(f"[torch-compute] the call ran torch compute operators ({ops}); this problem "
+                       "requires the computation in the solution's own kernels")
+        started = [t for t in threading.enumerate() if t not in self._before and t.is_alive()]
+        if started:
+            names = ", ".join(t.name for t in started[:5])
+            out.append(f"[thread] the call left {len(started)} thread(s) running ({names}): work must finish "
+                       "inside the call, on the caller's thread")
+        return out
+
+
 def audit_call(call: Callable[[], Any], count_compute: bool) -> tuple[Any, list[str]]:
     """Run one candidate call under the audits; its result and what they found."""
-    before = set(threading.enumerate())
-    findings = []
-    if count_compute:
-        with ComputeCounter() as counter:
-            result = call()
-        if counter.counts:
-            ops = ", ".join(f"{name} x{n}" for name, n in counter.counts.most_common(8))
-            findings.append(f"[torch-compute] the call ran torch compute operators ({ops}); this problem "
-                            "requires the computation in the solution's own kernels")
-    else:
+    audit = Audit(count_compute)
+    with audit:
         result = call()
-    started = [t for t in threading.enumerate() if t not in before and t.is_alive()]
-    if started:
-        names = ", ".join(t.name for t in started[:5])
-        findings.append(f"[thread] the call left {len(started)} thread(s) running ({names}): work must finish "
-                        "inside the call, on the caller's thread")
-    return result, findings
+    return result, audit.findings()
+
+
+# what the child's own measurements and reports rest on: replacing any of these is tampering
+GUARDED = (
+    "time.perf_counter", "time.monotonic", "time.perf_counter_ns", "secrets.randbits", "json.dumps",
+    "torch.cuda.Event.record", "torch.cuda.Event.elapsed_time", "torch.cuda.Event.synchronize",
+    "torch.cuda.synchronize", "torch.Tensor.zero_", "torch.Tensor.clone", "torch.Tensor.reshape",
+    "torch.Tensor.to", "torch.Tensor.tolist", "torch.Tensor.cpu", "torch.randint",
+    "rooftop.measure.timer.CudaEventClock.time", "rooftop.measure.timer.CpuClock.time",
+    "rooftop.check.probe.probe_output", "rooftop.check.probe.probe_outputs", "rooftop.check.inputs.make_inputs",
+    "rooftop.pipeline.channel.ChannelWriter.send", "rooftop.pipeline.tensorfile.dump_tensors",
+    "rooftop.integrity.audit.Audit.findings", "rooftop.integrity.audit.Audit.__enter__",
+)
+
+
+def _lookup(dotted: str) -> Any:
+    import importlib
+
+    parts = dotted.split(".")
+    for split in range(len(parts), 0, -1):
+        try:
+            value: Any = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        for attr in parts[split:]:
+            value = getattr(value, attr, None)
+        return value
+    return None
+
+
+class TamperGuard:
+    """Remembers the functions the harness relies on, and names any that were replaced since."""
+
+    def __init__(self, names: tuple[str, ...] = GUARDED) -> None:
+        self._originals = {name: _lookup(name) for name in names}
+
+    def replaced(self) -> list[str]:
+        return [name for name, original in self._originals.items() if _lookup(name) is not original]

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from rooftop.problem.spec import Policy
 
@@ -38,6 +40,13 @@ CONCURRENCY_ROOTS = ("threading", "_thread", "concurrent", "multiprocessing", "a
                      "os.fork", "os.forkpty", "os.spawn", "os.posix_spawn", "os.system", "os.popen")
 PROTECTED_ROOTS = ("torch", "time", "triton", "rooftop", "builtins", "numpy", "gc", "sys")
 DYNAMIC_CODE = {"exec", "eval", "compile", "__import__", "globals", "breakpoint"}
+# attributes that reach the interpreter's frames, globals or class graph: the harness's state
+INTROSPECTION = {"_getframe", "f_back", "f_locals", "f_globals", "f_code", "gi_frame", "cr_frame", "tb_frame",
+                 "__subclasses__", "__globals__", "__builtins__", "__code__", "__closure__", "_current_frames",
+                 "settrace", "setprofile", "get_referrers", "get_objects"}
+# names a solution's files may not take: they would be imported in place of the real module
+SHADOWABLE = set(sys.stdlib_module_names) | {"torch", "triton", "numpy", "rooftop", "rooftop_reference",
+                                             "rooftop_solution", "nvidia", "cuda"}
 # native (CUDA/C++) constructs that create streams or threads behind the harness's back
 NATIVE_RULES = (
     ("stream", re.compile(r"\b(cudaStreamCreate\w*|cuStreamCreate\w*|getStreamFromPool|getStreamFromExternal)\b")),
@@ -95,7 +104,7 @@ def check_source(source: str, policy: Policy, filename: str = "solution.py") -> 
                 if dotted and dotted.startswith("torch.") and not _allocation(dotted):
                     report("torch-compute", node, f"'{dotted}' computes with torch; this problem "
                            "allows only allocation and metadata calls of torch")
-    for rule in (_imports, _concurrency, _patching, _subclasses, _fallbacks, _dynamic_code):
+    for rule in (_imports, _concurrency, _patching, _subclasses, _fallbacks, _dynamic_code, _introspection):
         for node, name, message in rule(tree, aliases, policy, forbidden_ops):
             report(name, node, message)
     for source in _inline_strings(tree):
@@ -203,6 +212,23 @@ def _dynamic_code(tree: ast.Module, aliases: dict[str, str], _p: Policy, _ops: s
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in DYNAMIC_CODE:
             out.append((node, "dynamic-code", f"'{node.func.id}()' runs code the policy cannot read"))
+    return out
+
+
+def _introspection(tree: ast.Module, _a: dict[str, str], _p: Policy, _ops: set[str]) -> list[Finding]:
+    return [(node, "introspection", f"'.{node.attr}' reaches into the interpreter's frames or objects, "
+             "where the harness keeps its state") for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr in INTROSPECTION]
+
+
+def check_file_names(files: list[Path], root: Path) -> list[tuple[Path, Violation]]:
+    """Files whose names would shadow a module the harness or the solution imports."""
+    out = []
+    for path in files:
+        stem = path.relative_to(root).parts[0].removesuffix(".py") if path.is_relative_to(root) else path.stem
+        if path.suffix == ".py" and stem in SHADOWABLE:
+            out.append((path, Violation("shadow", 1, f"a file named '{path.name}' would be imported in place of "
+                                        f"the module '{stem}'")))
     return out
 
 

@@ -150,9 +150,17 @@ def _bwrap_args(binary: str, scratch: Path, writable: list[Path], readable: list
 
 
 def _python_paths() -> list[Path]:
-    """The interpreter and every import root it uses (a venv, the system prefix, carried sites)."""
-    roots = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent.parent}
-    roots.update(Path(p) for p in sys.path if p and Path(p).is_dir())
+    """The interpreter and its package folders (a venv, the system prefix, folders named on
+    PYTHONPATH). Not every `sys.path` entry: the current folder or a test runner's folders may be
+    a checkout holding results and problems the child must not see."""
+    prefixes = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent.parent}
+    named = {Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
+    roots = set(prefixes)
+    for entry in sys.path:
+        path = Path(entry)
+        if entry and path.is_dir() and (path.name in ("site-packages", "dist-packages") or path in named
+                                        or any(path.is_relative_to(p) for p in prefixes)):
+            roots.add(path)
     return sorted(roots, key=lambda p: len(p.parts))
 
 

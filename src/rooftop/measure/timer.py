@@ -2,8 +2,8 @@
 
 The clock is the seam: `CudaEventClock` (one event pair per call after an L2 flush) on a GPU,
 `CpuClock` (perf_counter) on the CPU, and a fake clock in tests. The stopping rule is a
-parameter (`TimingPolicy`), not a loop buried in the clock. Adaptive stopping, clock sampling
-and cross-checks attach here.
+parameter (`TimingPolicy`) applied by a `Sampler` on the trusted side, not a loop buried in the
+clock. Adaptive stopping, clock sampling and cross-checks attach here.
 """
 
 from __future__ import annotations
@@ -73,24 +73,40 @@ class CudaEventClock:
         return self._start.elapsed_time(self._end) / 1e3
 
 
-def measure(calls: list[Callable[[], Any]], clock: Clock, policy: TimingPolicy,
-            wall: Callable[[], float] = time.monotonic) -> TimingStats:
-    """Warm up, then time calls (cycling over `calls`, one per input set) until the policy stops."""
-    began = wall()
-    warm = 0
-    while warm < policy.warmup_calls or (wall() - began) < policy.warmup_seconds:
-        calls[warm % len(calls)]()
-        warm += 1
-        if wall() - began > policy.max_wall_seconds / 4:
-            break
-    samples: list[float] = []
-    stopped_by = "max_samples"
-    while len(samples) < policy.max_samples:
-        samples.append(clock.time(calls[len(samples) % len(calls)]))
-        if len(samples) >= policy.min_samples and sum(samples) >= policy.target_seconds:
-            stopped_by = "target_seconds"
-            break
-        if wall() - began > policy.max_wall_seconds:
-            stopped_by = "max_wall_seconds"
-            break
-    return TimingStats(clock=clock.name, samples=samples, warmup_calls=warm, stopped_by=stopped_by)
+class Sampler:
+    """The stopping rule, as a state the trusted side consults call by call.
+
+    The trusted side decides, before each call, whether it is a warm-up call (`warming`), adds
+    the samples of timed calls, and stops when `stopped_by` names a reason. The child never
+    learns which kind of call it is running."""
+
+    def __init__(self, policy: TimingPolicy, wall: Callable[[], float] = time.monotonic) -> None:
+        self.policy, self._wall = policy, wall
+        self._began = wall()
+        self.warmup_calls = 0
+        self.samples: list[float] = []
+        self.stopped_by: str | None = None
+
+    @property
+    def warming(self) -> bool:
+        p, elapsed = self.policy, self._wall() - self._began
+        if elapsed > p.max_wall_seconds / 4:
+            return False
+        return self.warmup_calls < p.warmup_calls or elapsed < p.warmup_seconds
+
+    def warmed(self) -> None:
+        self.warmup_calls += 1
+
+    def add(self, seconds: float) -> None:
+        self.samples.append(seconds)
+        p = self.policy
+        if len(self.samples) >= p.min_samples and sum(self.samples) >= p.target_seconds:
+            self.stopped_by = "target_seconds"
+        elif len(self.samples) >= p.max_samples:
+            self.stopped_by = "max_samples"
+        elif self._wall() - self._began > p.max_wall_seconds:
+            self.stopped_by = "max_wall_seconds"
+
+    def stats(self, clock: str) -> TimingStats:
+        return TimingStats(clock=clock, samples=self.samples, warmup_calls=self.warmup_calls,
+                           stopped_by=self.stopped_by or "")

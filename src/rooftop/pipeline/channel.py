@@ -1,6 +1,7 @@
-"""Messages from the evaluation child: one JSON object per line over a pipe.
+"""The child's channel: one JSON object per line over a pipe, in each direction.
 
-The parent reads with a deadline, so a child that hangs costs at most the gate's timeout.
+The trusted side reads with a deadline, so a child that hangs costs at most the gate's timeout,
+and caps a line's length, so a child cannot exhaust its memory by writing without end.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import os
 import select
 import time
 from typing import Any
+
+MAX_LINE = 16 << 20
 
 
 class ChannelWriter:
@@ -32,6 +35,8 @@ class ChannelReader:
         while b"\n" not in self._buffer:
             if self.closed:
                 return None
+            if len(self._buffer) > MAX_LINE:
+                return {"type": "garbled", "text": f"a message longer than {MAX_LINE} bytes"}
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
@@ -47,6 +52,7 @@ class ChannelReader:
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         try:
-            return json.loads(line)
-        except json.JSONDecodeError:
+            message = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
             return {"type": "garbled", "text": line[:200].decode(errors="replace")}
+        return message if isinstance(message, dict) else {"type": "garbled", "text": line[:200].decode(errors="replace")}

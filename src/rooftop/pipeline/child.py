@@ -1,30 +1,34 @@
 """The evaluation child: the only process that imports and runs candidate code.
 
-Started by `evaluate` as `python -m rooftop.pipeline.child JOB.json FD` in a fresh interpreter. It
-walks the gates build -> load -> correctness -> timing and reports each over the channel; the
-parent turns the reports (or the child's silence, crash or hang) into a verdict. Its own stdout
-and stderr go to a log file so nothing the candidate prints reaches the caller's terminal.
+Started by the trusted side as `python -m rooftop.pipeline.child JOB.json REQUEST_FD REPLY_FD`
+in a fresh interpreter (inside bubblewrap when available). It serves requests one at a time:
+build the solution, load one model per shape, and run one call — generating that call's inputs
+from the seed in the request, timing it, and reading back values at random positions of its
+outputs. It never sees an expected output, a tolerance or a statistic: the trusted side keeps
+those. Its own stdout and stderr go to a log file.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import os
 import sys
 import time
 import traceback
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from rooftop.integrity.audit import TamperGuard
 from rooftop.pipeline.channel import ChannelWriter
 from rooftop.pipeline.job import EvalJob
 
 
 class GateFailure(Exception):
-    """Ends the run: a gate failed with a status and messages for the verdict."""
+    """Ends a request: a gate failed with a status and messages for the verdict."""
 
     def __init__(self, status: str, *messages: str, cached: bool | None = None) -> None:
         super().__init__(messages[0] if messages else status)
@@ -32,65 +36,130 @@ class GateFailure(Exception):
 
 
 def main(argv: list[str]) -> int:
-    job_path, fd = Path(argv[0]), int(argv[1])
-    channel = ChannelWriter(fd)
+    job_path, request_fd, reply_fd = Path(argv[0]), int(argv[1]), int(argv[2])
+    for fd in (request_fd, reply_fd):
+        os.set_inheritable(fd, False)  # compilers and other children the solution starts do not get them
+    channel = ChannelWriter(reply_fd)
+    requests = os.fdopen(request_fd, "r")
     job = EvalJob.model_validate_json(job_path.read_text())
-    gate = "build"
-    try:
-        import torch
+    import torch
 
-        from rooftop.pipeline.environment import collect_environment
+    from rooftop.pipeline.environment import collect_environment
 
-        channel.send("environment", environment=collect_environment(job.device, job.solution).model_dump())
-        device = torch.device(job.device)
-        _set_precision(job)
-        build_folder = _prepare_build_folder(job)
-        channel.send("gate", gate="build", phase="start")
+    guard = TamperGuard()  # before any candidate code runs
+    channel.send("hello", environment=collect_environment(job.device, job.solution).model_dump())
+    harness = Harness(job, torch.device(job.device), guard)
+    for line in requests:
+        request = json.loads(line)
+        op = request.get("op")
+        if op == "quit":
+            break
+        try:
+            reply = getattr(harness, op)(request)
+        except GateFailure as failure:
+            reply = {"failure": {"status": failure.status, "messages": failure.messages, "cached": failure.cached}}
+        except Exception as exc:  # candidate code raised where no gate expected it
+            reply = {"failure": {"status": _status_for_exception(exc, harness.gate),
+                                 "messages": [_describe(exc, job)]}}
+        channel.send("reply", id=request["id"], **reply)
+    return 0
+
+
+class Harness:
+    """The child's side of each request; holds the built module and one model per shape."""
+
+    def __init__(self, job: EvalJob, device: Any, guard: TamperGuard) -> None:
+        self.job, self.device, self.guard = job, device, guard
+        self.gate = "build"
+        self.module: ModuleType | None = None
+        self.reference: ModuleType | None = None
+        self.models: dict[str, Any] = {}
+        self.shapes = {s.name: s for s in job.shapes}
+        self.clock: Any = None
+        self.reused: dict[tuple[str, int], list] = {}
+
+    def build(self, _request: dict) -> dict:
+        from rooftop.check.inputs import set_precision
+
+        set_precision(self.job.problem.spec)
+        folder = _prepare_build_folder(self.job)
         started = time.monotonic()
-        module, cached = _build(job, build_folder)
-        channel.send("gate", gate="build", phase="end", ok=True, seconds=time.monotonic() - started, cached=cached)
-        gate = "load"
-        channel.send("gate", gate="load", phase="start")
+        self.module, cached = _build(self.job, folder)
+        return {"seconds": time.monotonic() - started, "cached": cached}
+
+    def load(self, _request: dict) -> dict:
+        from rooftop.measure.timer import CpuClock, CudaEventClock
+
+        self.gate = "load"
         started = time.monotonic()
         with _blame_reference("importing reference.py"):
-            reference = _import_file(job.problem.reference, "rooftop_reference")
-        models = {s.name: _construct(job, reference, module, s, device) for s in job.shapes}
-        channel.send("gate", gate="load", phase="end", ok=True, seconds=time.monotonic() - started,
-                     detail="weights copied" if all(m[2] for m in models.values()) else
-                     "parameter names differ from the reference: constructed under the same seed")
-        gate = "correctness"
-        channel.send("gate", gate="correctness", phase="start")
-        started = time.monotonic()
-        inputs = {}
-        for shape in job.shapes:
-            channel.send("progress", gate=gate, shape=shape.name)
-            checks, inputs[shape.name] = _check_shape(job, reference, models[shape.name], shape, device)
-            channel.send("checks", shape=shape.name, checks=checks)
-            failed = next((c for c in checks if not c["ok"]), None)
-            if failed:
-                raise GateFailure(failed.get("status", "incorrect"), f"shape '{shape.name}' "
-                                  f"({_params(shape.params)}), seed {failed['seed']}: {failed['message']}")
-        channel.send("gate", gate="correctness", phase="end", ok=True, seconds=time.monotonic() - started)
-        if job.timing is not None:
-            gate = "timing"
-            channel.send("gate", gate="timing", phase="start")
-            started = time.monotonic()
-            for shape in job.shapes:
-                channel.send("progress", gate=gate, shape=shape.name)
-                ref_model, cand_model, _ = models[shape.name]
-                stats = _time_shape(job, ref_model, cand_model, inputs[shape.name], device)
-                channel.send("timings", shape=shape.name, **stats)
-            channel.send("gate", gate="timing", phase="end", ok=True, seconds=time.monotonic() - started)
-        channel.send("done")
-        return 0
-    except GateFailure as failure:
-        channel.send("gate", gate=gate, phase="end", ok=False, status=failure.status, messages=failure.messages,
-                     cached=failure.cached)
-    except Exception as exc:  # candidate code raised where no gate expected it
-        status = _status_for_exception(exc, gate)
-        channel.send("gate", gate=gate, phase="end", ok=False, status=status, messages=[_describe(exc, job)])
-    channel.send("done")
-    return 0
+            self.reference = _import_file(self.job.problem.reference, "rooftop_reference")
+        copied = True
+        for shape in self.job.shapes:
+            self.models[shape.name], same = _construct(self.job, self.reference, self.module, shape, self.device)
+            copied = copied and same
+        self.clock = CudaEventClock(self.device) if self.device.type == "cuda" else CpuClock()
+        self.gate = "correctness"
+        return {"seconds": time.monotonic() - started, "detail": "weights copied" if copied else
+                "parameter names differ from the reference: constructed under the same seed"}
+
+    def call(self, request: dict) -> dict:
+        """One call of the candidate on fresh inputs: the same path for every call, checked or timed."""
+        import torch
+
+        from rooftop.check.compare import storage_overlaps
+        from rooftop.check.inputs import clone, make_inputs, modified_inputs, tensors
+        from rooftop.check.probe import probe_output, probe_outputs
+        from rooftop.integrity.audit import Audit
+        from rooftop.integrity.kernels import profile_kernels
+        from rooftop.pipeline.tensorfile import dump_tensors
+
+        self.gate = request.get("gate", self.gate)
+        shape, model = self.shapes[request["shape"]], self.models[request["shape"]]
+        key = (shape.name, request["seed"])
+        if request.get("reuse") and key in self.reused:  # checks off: a fixed pool, as naive harnesses do
+            inputs = self.reused[key]
+        else:
+            with _blame_reference("get_inputs"):
+                inputs = make_inputs(self.reference, self.job.problem.spec, shape, request["seed"], self.device)
+            if request.get("reuse"):
+                self.reused[key] = inputs
+        reply: dict[str, Any] = {"inputs": [probe_output(x).model_dump() for x in inputs]}
+        pristine = clone(inputs) if request.get("check_inputs") else None
+        audit = Audit(count_compute=request.get("audit", False) and not self.job.problem.spec.policy.allow_torch_ops)
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            with audit:
+                box["result"] = model(*inputs)
+
+        with torch.no_grad():
+            if request.get("profile"):
+                _, reply["kernels"], reply["stream"] = profile_kernels(run, Path.cwd() / "trace.json")
+            else:
+                reply["seconds"] = self.clock.time(run)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+        result, findings = box["result"], audit.findings()
+        replaced = self.guard.replaced()
+        if replaced:
+            findings.append(f"[tamper] the solution replaced {', '.join(replaced[:5])}, which the harness's "
+                            "own timing and reports rely on")
+        reply["findings"] = findings
+        if request.get("probe", True):
+            reply["outputs"] = [p.model_dump() for p in probe_outputs(result)]
+        outs = [t for t in tensors(result) if type(t) is torch.Tensor]
+        reply["aliased_inputs"] = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)
+                                   and any(storage_overlaps(o, x) for o in outs)]
+        if pristine is not None:
+            reply["changed_inputs"] = modified_inputs(pristine, inputs)
+        if request.get("full"):
+            from rooftop.check.compare import as_outputs
+
+            values = as_outputs(result)
+            if all(type(v) is torch.Tensor for v in values):
+                reply["dump"] = [e.model_dump() for e in dump_tensors(Path.cwd() / "outputs.bin", values)]
+        return reply
 
 
 # -- build ------------------------------------------------------------------------------------
@@ -160,17 +229,6 @@ def _prepare_build_folder(job: EvalJob) -> Path:
     return folder
 
 
-def _set_precision(job: EvalJob) -> None:
-    """fp32 means IEEE fp32: no TF32 in cuBLAS or cuDNN (cuDNN allows it by default), unless the
-    problem says tf32. The reference, its eager timing and the candidate all see the same setting."""
-    import torch
-
-    spec = job.problem.spec
-    tf32 = "tfloat32" in (spec.dtype, spec.peak_dtype)
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
-
-
 def _capability(device: str) -> tuple[int, int] | None:
     if device != "cuda":
         return None
@@ -193,7 +251,8 @@ def _import_file(path: Path, name: str) -> ModuleType:
 
 
 # -- load -------------------------------------------------------------------------------------
-def _construct(job: EvalJob, reference: ModuleType, module: ModuleType, shape: Any, device: Any) -> tuple:
+def _construct(job: EvalJob, reference: ModuleType, module: Any, shape: Any, device: Any) -> tuple[Any, bool]:
+    """The candidate model for one shape, with the reference's weights when the names match."""
     import torch
 
     from rooftop.check.inputs import clone, init_inputs
@@ -205,7 +264,7 @@ def _construct(job: EvalJob, reference: ModuleType, module: ModuleType, shape: A
         init = init_inputs(reference, job.problem.spec, shape)
     torch.manual_seed(job.weights_seed)
     with _blame_reference("constructing the reference Model"):
-        ref_model = reference.Model(*clone(init))
+        ref_state = reference.Model(*clone(init)).state_dict()
     torch.manual_seed(job.weights_seed)
     try:
         cand_model = cls(*clone(init))
@@ -214,7 +273,7 @@ def _construct(job: EvalJob, reference: ModuleType, module: ModuleType, shape: A
                           + _describe(exc, job))
     copied = False
     if isinstance(cand_model, torch.nn.Module):
-        ref_state, cand_state = ref_model.state_dict(), cand_model.state_dict()
+        cand_state = cand_model.state_dict()
         if ref_state and ref_state.keys() == cand_state.keys() and \
                 all(ref_state[k].shape == cand_state[k].shape for k in ref_state):
             try:
@@ -226,89 +285,7 @@ def _construct(job: EvalJob, reference: ModuleType, module: ModuleType, shape: A
             cand_model = cand_model.to(device).eval()
         except Exception as exc:
             raise GateFailure("init_error", f"moving {cls.__name__} to {device} failed: " + _describe(exc, job))
-    with _blame_reference("moving the reference to the device"):
-        ref_model = ref_model.to(device).eval()
-    return ref_model, cand_model, copied or not ref_model.state_dict()
-
-
-# -- correctness ------------------------------------------------------------------------------
-def _check_shape(job: EvalJob, reference: ModuleType, models: tuple, shape: Any, device: Any) -> tuple[list, list]:
-    import torch
-
-    from rooftop.check.compare import compare_outputs, error_figures, storage_overlaps
-    from rooftop.check.inputs import clone, make_inputs, modified_inputs, tensors
-    from rooftop.integrity.audit import audit_call
-
-    ref_model, cand_model, _ = models
-    checks, pool = [], []
-    for seed in job.seeds[shape.name]:
-        with _blame_reference("get_inputs"):
-            inputs = make_inputs(reference, job.problem.spec, shape, seed, device)
-        pool.append(inputs)
-        with torch.no_grad():
-            with _blame_reference("the reference forward"):
-                expected = ref_model(*clone(inputs))
-            cand_inputs = clone(inputs)
-            try:
-                got, findings = audit_call(lambda: cand_model(*cand_inputs),
-                                           count_compute=not job.problem.spec.policy.allow_torch_ops)
-                _synchronize(device)
-            except Exception as exc:
-                checks.append({"seed": seed, "ok": False, "status": _status_for_exception(exc, "correctness"),
-                               "message": _describe(exc, job)})
-                break
-            if findings:
-                checks.append({"seed": seed, "ok": False, "status": "rejected", "message": "; ".join(findings)})
-                break
-        check: dict[str, Any] = {"seed": seed, "ok": True, "message": ""}
-        changed = modified_inputs(inputs, cand_inputs)
-        aliased = [i for i, x in enumerate(cand_inputs) if isinstance(x, torch.Tensor)
-                   and any(storage_overlaps(o, x) for o in tensors(got))]
-        mismatches = compare_outputs(job.problem.spec, expected, got, cand_inputs)
-        if changed:
-            check.update(ok=False, message=f"the candidate modified input(s) {changed} in place")
-        elif aliased:
-            check.update(ok=False, message=f"an output shares storage with input(s) {aliased}")
-        elif mismatches:
-            first = mismatches[0]
-            tol = first.tolerance
-            check.update(ok=False, output=first.output, message=f"{first.output}: {first.message}",
-                         max_abs_error=first.max_abs_error, max_rel_error=first.max_rel_error,
-                         norm_rel_error=first.norm_rel_error,
-                         atol=tol.atol if tol else None, rtol=tol.rtol if tol else None,
-                         norm_bound=tol.norm_bound if tol else None)
-        else:
-            check.update(error_figures(expected, got))
-        checks.append(check)
-        if not check["ok"]:
-            break
-    return checks, pool
-
-
-def _synchronize(device: Any) -> None:
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-# -- timing -----------------------------------------------------------------------------------
-def _time_shape(job: EvalJob, ref_model: Any, cand_model: Any, pool: list, device: Any) -> dict[str, Any]:
-    import torch
-
-    from rooftop.measure.timer import CpuClock, CudaEventClock, measure
-
-    clock = CudaEventClock(device) if device.type == "cuda" else CpuClock()
-    out = {}
-    with torch.no_grad():
-        for label, model in (("reference", ref_model), ("candidate", cand_model)):
-            calls = [(lambda m=model, x=x: m(*x)) for x in pool]
-            try:
-                out[label] = measure(calls, clock, job.timing).model_dump()  # type: ignore[arg-type]
-            except Exception as exc:
-                status = "internal_error" if label == "reference" else _status_for_exception(exc, "timing")
-                raise GateFailure(status, f"while timing the {label}: " + _describe(exc, job))
-    return out
+    return cand_model, copied or not ref_state
 
 
 # -- errors ---------------------------------------------------------------------------------

@@ -9,28 +9,25 @@ from __future__ import annotations
 
 import os
 import secrets
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from rooftop.build.cache import cache_root, source_dir
-from rooftop.check.inputs import fresh_seeds
 from rooftop.errors import UserError
-from rooftop.integrity.policy import Violation, check_native, check_source
+from rooftop.integrity.policy import Violation, check_file_names, check_native, check_source
 from rooftop.integrity.sandbox import plan
-from rooftop.measure.measurement import TimingStats
 from rooftop.measure.timer import TimingPolicy
-from rooftop.pipeline.channel import ChannelReader
 from rooftop.pipeline.environment import fallback_environment
+from rooftop.pipeline.gates import Driver, GateStop
 from rooftop.pipeline.job import EvalJob, Settings
+from rooftop.pipeline.protocol import Reply
+from rooftop.pipeline.session import ChildGone, ChildSession
 from rooftop.pipeline.scoring import score
-from rooftop.pipeline.verdict import (Environment, Gate, GateRecord, SeedCheck, ShapeResult, Status,
-                                      Verdict)
-from rooftop.problem.spec import Problem, Shape
+from rooftop.pipeline.trusted import ReferenceError_, TrustedReference
+from rooftop.pipeline.verdict import Environment, Gate, GateRecord, ShapeResult, Status, Verdict
+from rooftop.problem.spec import Problem, Shape, Split
 from rooftop.solution.loader import Solution
 
 Progress = Callable[[str], None]
@@ -75,7 +72,10 @@ def evaluate(problem: Problem, solution: Solution, settings: Settings | None = N
     _run_child(job, settings, verdict, shape_results, progress or (lambda _: None))
     if verdict.failed_gate is None:
         verdict.status = Status.correct
-        score(verdict, problem, job.timing is not None)
+        impossible = score(verdict, problem, settings.timing)
+        if impossible:
+            verdict.status, verdict.failed_gate = Status.rejected, Gate.score
+            verdict.messages.extend(impossible)
     return _finish(verdict, settings, started)
 
 
@@ -100,7 +100,8 @@ def _fail(verdict: Verdict, gate: Gate, status: Status, *messages: str) -> None:
 # -- static gate ------------------------------------------------------------------------------
 def _static_gate(verdict: Verdict, problem: Problem, solution: Solution) -> bool:
     started = time.monotonic()
-    violations = []
+    root = solution.path if solution.path.is_dir() else solution.path.parent
+    violations = check_file_names(solution.files, root)
     for path in solution.files:
         if path.suffix != ".py":
             violations += [(path, Violation(rule, line, message))
@@ -121,23 +122,21 @@ def _static_gate(verdict: Verdict, problem: Problem, solution: Solution) -> bool
 
 # -- the child --------------------------------------------------------------------------------
 def _make_job(problem: Problem, solution: Solution, settings: Settings, device: str, shapes: list[Shape]) -> EvalJob:
-    seeds = {}
-    for i, shape in enumerate(shapes):
-        base = None if settings.seed is None else settings.seed + 1000 * i
-        seeds[shape.name] = fresh_seeds(settings.seeds_per_shape, base)
     weights_seed = settings.seed if settings.seed is not None else secrets.randbits(31)
-    timing = None
-    if settings.timing:
-        timing = settings.timing_policy or TimingPolicy.for_device(device)
-    return EvalJob(problem=problem, solution=solution, device=device, shapes=shapes, seeds=seeds,
-                   weights_seed=weights_seed, timing=timing, cache_root=cache_root(),
-                   build_timeout=settings.build_timeout)
+    # held-out shapes the child does not run are not in its copy of the spec: a visible-shapes
+    # evaluation leaks none of them (a problem needs at least one shape, so one without visible
+    # shapes keeps its list on smoke runs)
+    names = {s.name for s in shapes}
+    kept = [s for s in problem.spec.shapes if s.split is not Split.held_out or s.name in names]
+    seen = problem.model_copy(update={"spec": problem.spec.model_copy(update={"shapes": kept or problem.spec.shapes})})
+    return EvalJob(problem=seen, solution=solution, device=device, shapes=shapes, weights_seed=weights_seed,
+                   cache_root=cache_root(), build_timeout=settings.build_timeout)
 
 
 def child_env(job: EvalJob) -> dict[str, str]:
     """What the child's environment adds to the scrubbed one: unbuffered output, our sources on
     the import path, and the interpreter switch for Triton on a CPU. Build locations are set by the
-    child itself, which knows its device without the parent ever touching the GPU."""
+    child itself, which knows its platform."""
     src = str(Path(__file__).resolve().parents[2])
     env = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": src + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")}
@@ -153,117 +152,89 @@ def _run_child(job: EvalJob, settings: Settings, verdict: Verdict, shapes: dict[
         scratch = Path(tmp)
         job_path = scratch / "job.json"
         job_path.write_text(job.model_dump_json())
-        log_path = scratch / "child.log"
         sandbox = plan(settings.sandbox, scratch=scratch, device=job.device, extra_env=child_env(job),
                        writable=[source_dir(job.solution.source_hash, job.cache_root)],
                        readable=[job.solution.path, job.problem.reference, Path(__file__).resolve().parents[1]])
-        if verdict.environment is None:
-            verdict.environment = fallback_environment(job.device, job.solution)
         verdict.sandbox = sandbox.kind.value
         if sandbox.warning:
             verdict.warnings.append(sandbox.warning)
-        read_fd, write_fd = os.pipe()
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                [*sandbox.prefix, sys.executable, "-m", "rooftop.pipeline.child", str(job_path), str(write_fd)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
-                env=sandbox.env, cwd=scratch, start_new_session=True, preexec_fn=sandbox.limits.apply)
-        os.close(write_fd)
+        session = ChildSession(sandbox, job_path, scratch, scratch / "child.log")
+        gate, where = Gate.build, ""
+        trusted = None
         try:
-            _follow(proc, ChannelReader(read_fd), job, settings, verdict, shapes, progress, log_path)
+            hello = session.hello(time.monotonic() + settings.build_timeout)
+            verdict.environment = Environment.model_validate(hello.environment)
+            progress("build")
+            reply, _ = session.request("build", time.monotonic() + settings.build_timeout)
+            _gate_done(verdict, Gate.build, reply)
+            gate = Gate.load
+            progress("load")
+            reply, _ = session.request("load", time.monotonic() + settings.timeout)
+            _gate_done(verdict, Gate.load, reply)
+            trusted = TrustedReference(job.problem, job.device, job.weights_seed)
+            driver = Driver(session, job, settings, trusted, progress)
+            gate = Gate.correctness
+            started = time.monotonic()
+            for shape in job.shapes:
+                where = f" (shape '{shape.name}')"
+                progress(f"correctness {shape.name}")
+                driver.deadline = time.monotonic() + settings.timeout
+                driver.correctness(shape, shapes[shape.name])
+            verdict.gates.append(GateRecord(gate=Gate.correctness, ok=True, seconds=time.monotonic() - started))
+            if settings.timing:
+                gate, driver.gate = Gate.timing, Gate.timing
+                policy = settings.timing_policy or TimingPolicy.for_device(job.device)
+                started = time.monotonic()
+                for shape in job.shapes:
+                    where = f" (shape '{shape.name}')"
+                    progress(f"timing {shape.name}")
+                    driver.deadline = time.monotonic() + settings.timeout
+                    driver.timing(shape, shapes[shape.name], policy)
+                    if job.device == "cuda" and settings.checks:
+                        driver.profile(shape, shapes[shape.name])
+                verdict.gates.append(GateRecord(gate=Gate.timing, ok=True, seconds=time.monotonic() - started))
+        except _Failed:
+            pass
+        except GateStop as stop:
+            _fail(verdict, stop.gate, stop.status, *stop.messages)
+        except ReferenceError_ as exc:
+            _fail(verdict, gate, Status.internal_error, str(exc))
+        except ChildGone as gone:
+            _child_gone(verdict, session, gone, gate, where, settings)
         finally:
-            os.close(read_fd)
-            _kill(proc)
+            session.close()
+            if trusted is not None:
+                trusted.release()
+        if verdict.environment is None:
+            verdict.environment = fallback_environment(job.device, job.solution)
 
 
-def _follow(proc: subprocess.Popen, reader: ChannelReader, job: EvalJob, settings: Settings,
-            verdict: Verdict, shapes: dict[str, ShapeResult], progress: Progress, log_path: Path) -> None:
-    gate, gate_started, where = Gate.build, time.monotonic(), ""
-
-    def limit(g: Gate) -> float:
-        return settings.build_timeout if g is Gate.build else settings.timeout
-
-    while True:
-        message = reader.receive(gate_started + limit(gate))
-        if message is None:
-            if reader.closed:
-                _crashed(proc, gate, where, verdict, log_path)
-            else:
-                _fail(verdict, gate, Status.timeout, f"the {gate.value} gate ran past its {limit(gate):g} s "
-                      f"limit{where}; the child was killed")
-            return
-        kind = message["type"]
-        if kind == "environment":
-            verdict.environment = Environment.model_validate(message["environment"])
-        elif kind == "gate" and message["phase"] == "start":
-            gate, gate_started, where = Gate(message["gate"]), time.monotonic(), ""
-            progress(gate.value)
-        elif kind == "gate":
-            record = GateRecord(gate=Gate(message["gate"]), ok=message["ok"],
-                                seconds=message.get("seconds", time.monotonic() - gate_started),
-                                detail=message.get("detail", ""), cached=message.get("cached"))
-            verdict.gates.append(record)
-            if not record.ok:
-                status = Status(message["status"])
-                _fail(verdict, record.gate, status, *message.get("messages", []))
-        elif kind == "progress":  # correctness and timing: the limit applies to each shape
-            where, gate_started = f" (shape '{message['shape']}')", time.monotonic()
-            progress(f"{gate.value} {message['shape']}")
-        elif kind == "checks":
-            result = shapes[message["shape"]]
-            result.checks = [SeedCheck.model_validate(c) for c in message["checks"]]
-            result.correct = all(c.ok for c in result.checks)
-        elif kind == "timings":
-            result = shapes[message["shape"]]
-            result.reference = TimingStats.model_validate(message["reference"])
-            result.candidate = TimingStats.model_validate(message["candidate"])
-        elif kind == "done":
-            return
-        elif kind == "garbled":
-            _fail(verdict, gate, Status.internal_error, f"unreadable message from the child: {message['text']}")
-            return
+class _Failed(Exception):
+    """A gate's reply reported a failure; the verdict already says so."""
 
 
-def _crashed(proc: subprocess.Popen, gate: Gate, where: str, verdict: Verdict, log_path: Path) -> None:
-    try:
-        code = proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        code = None
-    if code is not None and verdict.sandbox == "bwrap" and 128 < code < 128 + 65:
-        code = 128 - code  # bwrap reports its child's death by signal N as exit status 128 + N
-    if code is not None and code < 0:
-        how = f"was killed by {_signal_name(-code)}"
+def _gate_done(verdict: Verdict, gate: Gate, reply: Reply) -> None:
+    if reply.failure is not None:
+        verdict.gates.append(GateRecord(gate=gate, ok=False, seconds=reply.seconds or 0.0,
+                                        cached=reply.failure.cached,
+                                        detail=(reply.failure.messages or [""])[0][:200]))
+        _fail(verdict, gate, Status(reply.failure.status), *reply.failure.messages)
+        raise _Failed()
+    verdict.gates.append(GateRecord(gate=gate, ok=True, seconds=reply.seconds or 0.0, cached=reply.cached,
+                                    detail=reply.detail))
+
+
+def _child_gone(verdict: Verdict, session: ChildSession, gone: ChildGone, gate: Gate, where: str,
+                settings: Settings) -> None:
+    if gone.kind == "timeout":
+        limit = settings.build_timeout if gate is Gate.build else settings.timeout
+        _fail(verdict, gate, Status.timeout, f"the {gate.value} gate ran past its {limit:g} s limit{where}; "
+              "the child was killed")
+    elif gone.kind == "protocol":
+        _fail(verdict, gate, Status.rejected, f"[protocol] {gone.message}{where}")
     else:
-        how = f"exited with status {code}" if code is not None else "closed its channel"
-    tail = _log_tail(log_path)
-    status = _CRASH_STATUS.get(gate, Status.runtime_error)
-    _fail(verdict, gate, status, f"the solution's process {how} during the {gate.value} gate{where}"
-          + (f"; its last output:\n{tail}" if tail else ""))
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
-def _log_tail(path: Path, lines: int = 12) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.strip().splitlines()[-lines:])[-1500:]
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            proc.kill()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        pass
-
+        how = session.exit_description()
+        tail = session.log_tail()
+        _fail(verdict, gate, _CRASH_STATUS.get(gate, Status.runtime_error),
+              f"the solution's process {how} during the {gate.value} gate{where}"
+              + (f"; its last output:\n{tail}" if tail else ""))

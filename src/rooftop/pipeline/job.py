@@ -28,17 +28,17 @@ class Settings(BaseModel):
     timing_policy: TimingPolicy | None = None  # None: TimingPolicy.for_device(device)
     reward_fn: str = "default"
     sandbox: Literal["auto", "bwrap", "none"] = "auto"  # auto: bwrap when installed, else none + a warning
+    checks: bool = True  # integrity checks (output probes, audits, fresh inputs per call); off only to measure their cost
 
 
 class EvalJob(BaseModel):
-    """The document the child receives: everything it needs, nothing it should not see."""
+    """The document the child receives: everything it needs, nothing it should not see (no seeds:
+    those arrive one call at a time)."""
 
     problem: Problem
     solution: Solution
     device: Literal["cpu", "cuda"]
     shapes: list[Shape]
-    seeds: dict[str, list[int]]
     weights_seed: int
-    timing: TimingPolicy | None
     cache_root: Path  # the child keys its build folder by source hash and its own platform
     build_timeout: float

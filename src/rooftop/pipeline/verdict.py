@@ -77,6 +77,8 @@ class ShapeResult(BaseModel):
     gbps: float | None = None
     roofline_fraction: float | None = None
     speedup: float | None = None  # reference median / candidate median
+    timed_checks: int = 0  # warm-up and timed calls whose outputs were probed and checked
+    kernel_share: float | None = None  # share of profiled GPU kernel time in the solution's own kernels
 
 
 class Environment(BaseModel):

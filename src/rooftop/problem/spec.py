@@ -88,6 +88,7 @@ class Policy(Strict):
     forbidden: list[str] = []
     allow_torch_ops: bool = True
     extra_imports: list[str] = []
+    min_kernel_share: Annotated[float, Field(ge=0.0, le=1.0)] | None = None  # GPU time in the solution's own kernels
 
 
 class ProblemSpec(Strict):

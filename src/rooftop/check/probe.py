@@ -1,0 +1,134 @@
+"""Randomized fingerprints of outputs: values at positions drawn after the call returned.
+
+Every timed call's output is checked this way. The child draws the positions from the operating
+system's random source only once the call is over, so the candidate cannot know which elements
+will be read and compute just those; the trusted side compares the values with its own expected
+output under the problem's tolerance.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import torch
+from pydantic import BaseModel
+
+from rooftop.check.compare import Mismatch, as_outputs, compare_outputs
+from rooftop.problem.spec import Compare, ProblemSpec
+
+PROBE_SIZE = 64
+
+
+class Probe(BaseModel):
+    """What the trusted side learns about one output without copying it whole."""
+
+    type: str  # the Python type's name; anything but "Tensor" fails the output contract
+    dtype: str | None = None
+    shape: list[int] | None = None
+    device: str | None = None
+    positions: list[int] = []  # flat indices into the output
+    values: list[float] = []  # the output's values there, as float64
+    value: Any = None  # a non-tensor output, as JSON
+
+
+def probe_output(value: Any, count: int = PROBE_SIZE) -> Probe:
+    """Child side: read `count` elements at fresh random positions (all of them if fewer)."""
+    from rooftop.pipeline.tensorfile import dtype_name
+
+    if type(value) is not torch.Tensor:
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return Probe(type=type(value).__name__, value=value)
+        return Probe(type=type(value).__name__)
+    numel = value.numel()
+    positions = torch.empty(0, dtype=torch.long)
+    if numel:
+        if numel <= count:
+            positions = torch.arange(numel)
+        else:
+            generator = torch.Generator().manual_seed(secrets.randbits(63))
+            positions = torch.randint(numel, (count,), generator=generator)
+    flat = torch.Tensor.reshape(value.detach(), -1)
+    picked = flat[positions.to(value.device)] if numel else flat[:0]
+    values = picked.to(torch.float64).cpu().tolist() if not picked.is_complex() else picked.abs().double().cpu().tolist()
+    return Probe(type="Tensor", dtype=dtype_name(value.dtype), shape=list(value.shape), device=str(value.device),
+                 positions=positions.tolist(), values=values)
+
+
+def probe_outputs(value: Any, count: int = PROBE_SIZE) -> list[Probe]:
+    return [probe_output(v, count) for v in as_outputs(value)]
+
+
+def check_probes(spec: ProblemSpec, expected: Any, probes: list[Probe]) -> list[Mismatch]:
+    """Trusted side: the mismatches between probed outputs and the expected ones."""
+    refs = as_outputs(expected)
+    if len(probes) != len(refs):
+        return [Mismatch("outputs", f"expected {len(refs)} output(s), got {len(probes)}")]
+    mismatches = []
+    for i, (ref, probe) in enumerate(zip(refs, probes)):
+        out_spec = spec.outputs[i] if i < len(spec.outputs) else None
+        name = out_spec.name if out_spec else (f"output[{i}]" if len(refs) > 1 else "output")
+        if out_spec and out_spec.compare in (Compare.ignore, Compare.gather):
+            continue  # gathered indices need the whole output and the inputs: checked in full on the correctness calls
+        mismatch = _check_one(spec, i, name, ref, probe)
+        if mismatch:
+            mismatches.append(mismatch)
+    return mismatches
+
+
+def _check_one(spec: ProblemSpec, index: int, name: str, ref: Any, probe: Probe) -> Mismatch | None:
+    from rooftop.pipeline.tensorfile import dtype_name
+
+    if not isinstance(ref, torch.Tensor):
+        return None if probe.value == ref else Mismatch(name, f"expected {ref!r}, got {probe.value!r}")
+    if probe.type != "Tensor":
+        return Mismatch(name, f"expected a torch.Tensor, got {probe.type}")
+    if probe.shape != list(ref.shape):
+        return Mismatch(name, f"shape {tuple(probe.shape or ())} != expected {tuple(ref.shape)}")
+    if probe.dtype != dtype_name(ref.dtype):
+        return Mismatch(name, f"dtype {probe.dtype} != expected {dtype_name(ref.dtype)}")
+    if probe.device != str(ref.device):
+        return Mismatch(name, f"device {probe.device} != expected {ref.device}")
+    if len(probe.positions) != len(probe.values) or any(not 0 <= p < ref.numel() for p in probe.positions) \
+            or (ref.numel() and not probe.positions):
+        return Mismatch(name, "the probe's positions are not valid for this output")
+    if not probe.positions:
+        return None
+    positions = torch.tensor(probe.positions, dtype=torch.long, device=ref.device)
+    sampled_ref = ref.detach().reshape(-1)[positions]
+    if sampled_ref.is_complex():
+        sampled_ref = sampled_ref.abs()
+    sampled_ref = sampled_ref.to(torch.float64) if ref.is_floating_point() or ref.is_complex() else sampled_ref
+    got = torch.tensor(probe.values, dtype=torch.float64, device=ref.device).to(sampled_ref.dtype)
+    found = compare_outputs(_single_output(spec, index), sampled_ref, got, [])
+    if not found:
+        return None
+    first = found[0]
+    return Mismatch(name, f"{len(probe.positions)} sampled elements: {first.message}", first.max_abs_error,
+                    first.max_rel_error, first.norm_rel_error, first.tolerance)
+
+
+def _single_output(spec: ProblemSpec, index: int) -> ProblemSpec:
+    """The spec as seen by one output compared on its own (tolerances follow the problem's dtype)."""
+    return spec.model_copy(update={"outputs": [spec.outputs[index]] if index < len(spec.outputs) else []})
+
+
+def same_inputs(inputs: list[Any], probes: list[Probe]) -> str:
+    """Trusted side: '' when the child's inputs agree bit for bit at the probed positions."""
+    if len(inputs) != len(probes):
+        return f"{len(probes)} inputs instead of {len(inputs)}"
+    for i, (x, probe) in enumerate(zip(inputs, probes)):
+        if not isinstance(x, torch.Tensor):
+            if probe.type == "Tensor" or (probe.value is not None and probe.value != x):
+                return f"input {i}"
+            continue
+        if probe.type != "Tensor" or probe.shape != list(x.shape) or \
+                any(not 0 <= p < x.numel() for p in probe.positions) or len(probe.positions) != len(probe.values):
+            return f"input {i}"
+        if probe.positions:
+            flat = x.detach().reshape(-1)[torch.tensor(probe.positions, dtype=torch.long, device=x.device)]
+            mine = (flat.abs() if flat.is_complex() else flat).to(torch.float64).cpu()
+            theirs = torch.tensor(probe.values, dtype=torch.float64)
+            if not bool(((mine == theirs) | (mine.isnan() & theirs.isnan())).all()):
+                return f"input {i}"
+    return ""

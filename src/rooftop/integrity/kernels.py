@@ -1,0 +1,77 @@
+"""Whose kernels ran: the solution's own, or the library's? And on which streams?
+
+The child profiles one call and lists the GPU kernels it saw (name, duration, stream); the
+trusted side names the kernels the solution defines (Triton `@jit` functions, CUDA `__global__`
+functions) from its source, and computes the share of GPU time spent in them. A problem can
+require a minimum share; every verdict reports it. Kernels on more than one stream mean work
+ran beside the harness's stream, where its events do not look.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+GLOBAL_FUNCTION = re.compile(r"__global__\s+(?:[\w:<>,\s\*&]+?\s+)?(\w+)\s*\(")
+
+
+def solution_kernel_names(files: list[Path]) -> set[str]:
+    """Names of the kernels a solution defines, read from its sources."""
+    names: set[str] = set()
+    for path in files:
+        text = path.read_text(errors="replace")
+        if path.suffix != ".py":
+            names |= set(GLOBAL_FUNCTION.findall(text))
+            continue
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
+                names.add(node.name)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "__global__" in node.value:
+                names |= set(GLOBAL_FUNCTION.findall(node.value))
+    return names
+
+
+def is_solution_kernel(kernel_name: str, names: set[str]) -> bool:
+    """A kernel is the solution's when one of its defined names appears in the (possibly mangled) name."""
+    return any(re.search(rf"(?<![A-Za-z0-9_]){re.escape(n)}(?![A-Za-z_])", kernel_name) or
+               re.search(rf"\d{re.escape(n)}", kernel_name) for n in names)
+
+
+def kernel_share(kernels: list[Any], names: set[str]) -> float | None:
+    """Fraction of the profiled GPU kernel time spent in the solution's own kernels."""
+    total = sum(k.microseconds for k in kernels)
+    if total <= 0:
+        return None
+    return sum(k.microseconds for k in kernels if is_solution_kernel(k.name, names)) / total
+
+
+def profile_kernels(call: Callable[[], Any], trace_path: Path) -> tuple[Any, list[dict[str, Any]], int | None]:
+    """Child side: run one call under the profiler between two marker kernels launched on the
+    caller's stream; its result, the call's kernels (all streams) and the caller's stream."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    marker = torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        marker.add_(1)
+        result = call()
+        marker.add_(1)
+        torch.cuda.synchronize()
+    prof.export_chrome_trace(str(trace_path))
+    events = json.loads(trace_path.read_text()).get("traceEvents", [])
+    kernels = sorted((e for e in events if isinstance(e, dict) and e.get("cat") == "kernel"),
+                     key=lambda e: float(e.get("ts", 0.0)))
+    if len(kernels) < 2:
+        return result, [], None
+    stream = int((kernels[0].get("args") or {}).get("stream", -1))
+    return result, [{"name": str(e.get("name", "")), "microseconds": float(e.get("dur", 0.0)),
+                     "stream": int((e.get("args") or {}).get("stream", -1))} for e in kernels[1:-1]], stream
