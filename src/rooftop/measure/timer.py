@@ -51,9 +51,16 @@ class CpuClock:
 
 
 class CudaEventClock:
-    """One CUDA event pair around exactly one call, after writing 2x the L2 size to flush it."""
+    """One CUDA event pair around exactly one call, after writing 2x the L2 size to flush it.
+
+    Between the flush and the start event the GPU spins for a while (`torch.cuda._sleep`), so the
+    start event, the call's launches and the end event are all queued before the GPU reaches them:
+    the events then bracket the call's GPU work, not the host's time to launch it (which, for a
+    Python launcher after an idle gap, can exceed the flush).
+    """
 
     name = "cuda_event"
+    HOLD_SECONDS = 200e-6
 
     def __init__(self, device: Any) -> None:
         import torch
@@ -63,9 +70,22 @@ class CudaEventClock:
         self._flush = torch.empty(2 * l2, dtype=torch.int8, device=device)
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
+        self._hold_cycles = self._cycles_for(self.HOLD_SECONDS)
+
+    def _cycles_for(self, seconds: float) -> int:
+        """GPU clock cycles that `_sleep` needs to spin for `seconds` (measured, not assumed)."""
+        torch, probe = self._torch, 1_000_000
+        torch.cuda._sleep(probe)  # first call loads the kernel
+        self._start.record()
+        torch.cuda._sleep(probe)
+        self._end.record()
+        self._end.synchronize()
+        per_second = probe / max(self._start.elapsed_time(self._end) / 1e3, 1e-6)
+        return max(1, int(seconds * per_second))
 
     def time(self, call: Callable[[], Any]) -> float:
         self._flush.zero_()
+        self._torch.cuda._sleep(self._hold_cycles)
         self._start.record()
         call()
         self._end.record()
