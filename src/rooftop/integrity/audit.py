@@ -99,7 +99,7 @@ def audit_call(call: Callable[[], Any], count_compute: bool) -> tuple[Any, list[
 GUARDED = (
     "time.perf_counter", "time.monotonic", "time.perf_counter_ns", "secrets.randbits", "json.dumps",
     "torch.cuda.Event.record", "torch.cuda.Event.elapsed_time", "torch.cuda.Event.synchronize",
-    "torch.cuda.synchronize", "torch.Tensor.zero_", "torch.Tensor.clone", "torch.Tensor.reshape",
+    "torch.cuda.synchronize", "torch.cuda._sleep", "torch.Tensor.zero_", "torch.Tensor.clone", "torch.Tensor.reshape",
     "torch.Tensor.to", "torch.Tensor.tolist", "torch.Tensor.cpu", "torch.randint",
     "rooftop.measure.timer.CudaEventClock.time", "rooftop.measure.timer.CpuClock.time",
     "rooftop.check.probe.probe_output", "rooftop.check.probe.probe_outputs", "rooftop.check.inputs.make_inputs",
