@@ -124,7 +124,9 @@ class Harness:
                 inputs = make_inputs(self.reference, self.job.problem.spec, shape, request["seed"], self.device)
             if request.get("reuse"):
                 self.reused[key] = inputs
-        reply: dict[str, Any] = {"inputs": [probe_output(x).model_dump() for x in inputs]}
+        reply: dict[str, Any] = {}
+        if request.get("check_inputs"):
+            reply["inputs"] = [probe_output(x).model_dump() for x in inputs]
         pristine = clone(inputs) if request.get("check_inputs") else None
         audit = Audit(count_compute=request.get("audit", False) and not self.job.problem.spec.policy.allow_torch_ops)
         box: dict[str, Any] = {}

@@ -60,6 +60,11 @@ class Driver:
         self.deadline = 0.0
         self.gate = Gate.correctness
         self._pool: dict[str, list[int]] = {}  # checks off: the seeds every call cycles over
+        self.counts_compute = not self.spec.policy.allow_torch_ops  # the dispatch audit has work to do
+        # the profiled call (kernel share, streams): every shape when the problem sets a minimum
+        # share, else one shape drawn in secret — the profiler costs a fraction of a second a call
+        names = [s.name for s in job.shapes]
+        self.profiled = set(names) if self.spec.policy.min_kernel_share is not None else {secrets.choice(names)}
 
     # -- one call ------------------------------------------------------------------------------
     def call(self, shape: Shape, *, full: bool = False, audit: bool = False, profile: bool = False,
@@ -74,7 +79,7 @@ class Driver:
             raise GateStop(self.gate, Status(reply.failure.status), *reply.failure.messages)
         if reply.findings:
             raise GateStop(self.gate, Status.rejected, *reply.findings)
-        wrong_inputs = same_inputs(inputs, reply.inputs)
+        wrong_inputs = same_inputs(inputs, reply.inputs) if full else ""
         if wrong_inputs:
             raise GateStop(self.gate, Status.rejected, f"[inputs] shape '{shape.name}', seed {seed}: the inputs the "
                            f"child made differ from the trusted side's ({wrong_inputs}); get_inputs was altered "
@@ -136,7 +141,7 @@ class Driver:
         calls = 0
         while candidate.stopped_by is None:
             warming = candidate.warming
-            audit = self.checks and random.random() < AUDIT_SHARE
+            audit = self.checks and self.counts_compute and random.random() < AUDIT_SHARE
             seed = None if self.checks or not pool else pool[calls % len(pool)]
             reply, _, expected, _, ref_seconds = self.call(shape, audit=audit, timed_reference=True, seed=seed)
             calls += 1
@@ -159,6 +164,8 @@ class Driver:
 
     def profile(self, shape: Shape, result: ShapeResult) -> None:
         """One profiled call: the solution's share of GPU kernel time, and the streams it used."""
+        if shape.name not in self.profiled:
+            return
         reply, _, expected, _, _ = self.call(shape, profile=True)
         mismatches = check_probes(self.spec, expected, reply.outputs)
         if mismatches:
