@@ -8,6 +8,8 @@ Both run the same engine (trusted reference, sandbox, child) on the bundled exam
 solutions, alternating on/off per solution so drift hits both.
 
     python benchmarks/integrity_overhead.py [--device cuda] [--json out.json]
+
+Three variants: checks off; checks on without the profiled call; checks on with it (the default).
 """
 
 from __future__ import annotations
@@ -49,29 +51,40 @@ def main() -> None:
     rows = []
     for name, path in correct_solutions(args.device):
         problem, solution = resolve(name), load_solution(path)
-        evaluate(problem, solution, Settings(device=args.device, timing=False, checks=False))  # builds, caches
-        walls: dict[bool, list[float]] = {True: [], False: []}
+        if solution.needs_cuda:
+            evaluate(problem, solution, Settings(device=args.device, timing=False, checks=False))  # build once
+        variants = {"off": dict(checks=False), "checks": dict(checks=True, profile=False),
+                    "checks+profile": dict(checks=True, profile=True)}
+        walls: dict[str, list[float]] = {k: [] for k in variants}
         statuses = set()
         for r in range(args.repeats):
-            for checks in ((True, False) if r % 2 == 0 else (False, True)):
+            for label in (list(variants) if r % 2 == 0 else list(reversed(variants))):
                 started = time.monotonic()
-                verdict = evaluate(problem, solution, Settings(device=args.device, checks=checks))
-                walls[checks].append(time.monotonic() - started)
+                verdict = evaluate(problem, solution, Settings(device=args.device, **variants[label]))
+                walls[label].append(time.monotonic() - started)
                 statuses.add(verdict.status.value)
-        on, off = statistics.median(walls[True]), statistics.median(walls[False])
-        row = {"problem": name, "solution": path.name, "on_s": on, "off_s": off, "overhead": on / off - 1,
-               "statuses": sorted(statuses), "timed_checks": sum(s.timed_checks for s in verdict.shapes)}
+        row = {"problem": name, "solution": path.name, "statuses": sorted(statuses),
+               **{f"{k}_s": statistics.median(v) for k, v in walls.items()}}
         rows.append(row)
-        print(f"{name:12s} {path.name:24s} on {on:6.2f} s  off {off:6.2f} s  overhead {100 * row['overhead']:+6.1f}%"
+        print(f"{name:20s} {path.name:24s} " + "  ".join(f"{k} {row[k + '_s']:6.2f} s" for k in variants)
+              + f"  checks {_pct(row['checks_s'], row['off_s'])}  +profile {_pct(row['checks+profile_s'], row['off_s'])}"
               f"  {'/'.join(row['statuses'])}", flush=True)
-    total_on, total_off = sum(r["on_s"] for r in rows), sum(r["off_s"] for r in rows)
-    summary = {"solutions": len(rows), "total_on_s": total_on, "total_off_s": total_off,
-               "overhead": total_on / total_off - 1,
-               "median_overhead": statistics.median(r["overhead"] for r in rows)}
-    print(f"total on {total_on:.1f} s, off {total_off:.1f} s: overhead {100 * summary['overhead']:+.1f}% "
-          f"(median per solution {100 * summary['median_overhead']:+.1f}%)")
-    if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "summary": summary}, indent=2))
+        if args.json:
+            args.json.write_text(json.dumps({"rows": rows, "summary": _summary(rows)}, indent=2))
+    summary = _summary(rows)
+    print(f"total: off {summary['off_s']:.1f} s, checks {summary['checks_s']:.1f} s "
+          f"({100 * summary['checks_overhead']:+.1f}%), checks+profile {summary['checks+profile_s']:.1f} s "
+          f"({100 * summary['profile_overhead']:+.1f}%)")
+
+
+def _pct(on: float, off: float) -> str:
+    return f"{100 * (on / off - 1):+6.1f}%"
+
+
+def _summary(rows: list[dict]) -> dict:
+    totals = {k: sum(r[k] for r in rows) for k in ("off_s", "checks_s", "checks+profile_s")}
+    return {"solutions": len(rows), **totals, "checks_overhead": totals["checks_s"] / totals["off_s"] - 1,
+            "profile_overhead": totals["checks+profile_s"] / totals["off_s"] - 1}
 
 
 if __name__ == "__main__":

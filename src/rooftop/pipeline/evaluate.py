@@ -190,7 +190,8 @@ def _run_child(job: EvalJob, settings: Settings, verdict: Verdict, shapes: dict[
                     progress(f"timing {shape.name}")
                     driver.deadline = time.monotonic() + settings.timeout
                     driver.timing(shape, shapes[shape.name], policy)
-                    if job.device == "cuda" and settings.checks:
+                    required = job.problem.spec.policy.min_kernel_share is not None
+                    if job.device == "cuda" and settings.checks and (settings.profile or required):
                         driver.profile(shape, shapes[shape.name])
                 verdict.gates.append(GateRecord(gate=Gate.timing, ok=True, seconds=time.monotonic() - started))
         except _Failed:

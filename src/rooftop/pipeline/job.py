@@ -29,6 +29,7 @@ class Settings(BaseModel):
     reward_fn: str = "default"
     sandbox: Literal["auto", "bwrap", "none"] = "auto"  # auto: bwrap when installed, else none + a warning
     checks: bool = True  # integrity checks (output probes, audits, fresh inputs per call); off only to measure their cost
+    profile: bool = True  # GPU: one profiled call (kernel share, streams; forced when the problem sets a minimum share)
 
 
 class EvalJob(BaseModel):
