@@ -33,6 +33,12 @@ def as_outputs(value: Any) -> list[Any]:
     return [value]
 
 
+def output_spec(spec: ProblemSpec, index: int, count: int) -> tuple[OutputSpec | None, str]:
+    """The spec of output `index` (if the problem gives one) and the name messages use for it."""
+    out_spec = spec.outputs[index] if index < len(spec.outputs) else None
+    return out_spec, out_spec.name if out_spec else (f"output[{index}]" if count > 1 else "output")
+
+
 def compare_outputs(spec: ProblemSpec, reference: Any, candidate: Any, inputs: list[Any]) -> list[Mismatch]:
     """Every mismatch between the reference's and the candidate's outputs (empty: they agree)."""
     refs, cands = as_outputs(reference), as_outputs(candidate)
@@ -40,8 +46,7 @@ def compare_outputs(spec: ProblemSpec, reference: Any, candidate: Any, inputs: l
         return [Mismatch("outputs", f"expected {len(refs)} output(s), got {len(cands)}")]
     problems = []
     for i, (ref, cand) in enumerate(zip(refs, cands)):
-        out_spec = spec.outputs[i] if i < len(spec.outputs) else None
-        name = out_spec.name if out_spec else (f"output[{i}]" if len(refs) > 1 else "output")
+        out_spec, name = output_spec(spec, i, len(refs))
         mismatch = _compare_one(spec, out_spec, name, ref, cand, refs, inputs)
         if mismatch:
             problems.append(mismatch)

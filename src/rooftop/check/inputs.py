@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-import secrets
 from types import ModuleType
 from typing import Any
 
 import torch
 
 from rooftop.problem.spec import ProblemSpec, Shape
-
-
-def fresh_seeds(count: int, base: int | None = None) -> list[int]:
-    """`count` distinct seeds; random unless a base seed makes the run reproducible."""
-    if base is None:
-        return [secrets.randbits(31) for _ in range(count)]
-    return [(base * 1_000_003 + i * 7919) % (2**31 - 1) for i in range(count)]
 
 
 def _call(fn: Any, spec: ProblemSpec, shape: Shape) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel
 
-from rooftop.check.compare import Mismatch, as_outputs, compare_outputs
+from rooftop.check.compare import Mismatch, as_outputs, compare_outputs, output_spec
 from rooftop.problem.spec import Compare, ProblemSpec
 
 PROBE_SIZE = 64
@@ -66,8 +66,7 @@ def check_probes(spec: ProblemSpec, expected: Any, probes: list[Probe]) -> list[
         return [Mismatch("outputs", f"expected {len(refs)} output(s), got {len(probes)}")]
     mismatches = []
     for i, (ref, probe) in enumerate(zip(refs, probes)):
-        out_spec = spec.outputs[i] if i < len(spec.outputs) else None
-        name = out_spec.name if out_spec else (f"output[{i}]" if len(refs) > 1 else "output")
+        out_spec, name = output_spec(spec, i, len(refs))
         if out_spec and out_spec.compare in (Compare.ignore, Compare.gather):
             continue  # gathered indices need the whole output and the inputs: checked in full on the correctness calls
         mismatch = _check_one(spec, i, name, ref, probe)

@@ -25,7 +25,7 @@ from rooftop.pipeline.job import EvalJob, Settings
 from rooftop.pipeline.protocol import Reply
 from rooftop.pipeline.session import ChildGone, ChildSession
 from rooftop.pipeline.scoring import score
-from rooftop.pipeline.trusted import ReferenceError_, TrustedReference
+from rooftop.pipeline.trusted import ReferenceFailed, TrustedReference
 from rooftop.pipeline.verdict import Environment, Gate, GateRecord, ShapeResult, Status, Verdict
 from rooftop.problem.spec import Problem, Shape, Split
 from rooftop.solution.loader import Solution
@@ -172,7 +172,7 @@ def _run_child(job: EvalJob, settings: Settings, verdict: Verdict, shapes: dict[
             reply, _ = session.request("load", time.monotonic() + settings.timeout)
             _gate_done(verdict, Gate.load, reply)
             trusted = TrustedReference(job.problem, job.device, job.weights_seed)
-            driver = Driver(session, job, settings, trusted, progress)
+            driver = Driver(session, job, settings, trusted)
             gate = Gate.correctness
             started = time.monotonic()
             for shape in job.shapes:
@@ -198,7 +198,7 @@ def _run_child(job: EvalJob, settings: Settings, verdict: Verdict, shapes: dict[
             pass
         except GateStop as stop:
             _fail(verdict, stop.gate, stop.status, *stop.messages)
-        except ReferenceError_ as exc:
+        except ReferenceFailed as exc:
             _fail(verdict, gate, Status.internal_error, str(exc))
         except ChildGone as gone:
             _child_gone(verdict, session, gone, gate, where, settings)

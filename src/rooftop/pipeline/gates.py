@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import random
 import secrets
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -50,11 +49,9 @@ class Seeds:
 
 
 class Driver:
-    def __init__(self, session: ChildSession, job: EvalJob, settings: Settings, trusted: TrustedReference,
-                 progress: Callable[[str], None]) -> None:
+    def __init__(self, session: ChildSession, job: EvalJob, settings: Settings, trusted: TrustedReference) -> None:
         self.session, self.job, self.settings, self.trusted = session, job, settings, trusted
         self.spec = job.problem.spec
-        self.progress = progress
         self.seeds = Seeds(settings.seed)
         self.checks = settings.checks
         self.deadline = 0.0
@@ -68,7 +65,7 @@ class Driver:
 
     # -- one call ------------------------------------------------------------------------------
     def call(self, shape: Shape, *, full: bool = False, audit: bool = False, profile: bool = False,
-             timed_reference: bool = False, seed: int | None = None) -> tuple[Reply, float, Any, list, float | None]:
+             timed_reference: bool = False, seed: int | None = None) -> tuple[Reply, Any, list, float | None]:
         seed = self.seeds.next() if seed is None else seed
         inputs = self.trusted.inputs(shape, seed)
         expected, reference_seconds = self.trusted.run(shape, inputs, timed=timed_reference)
@@ -87,7 +84,7 @@ class Driver:
         if reply.seconds is not None and not (0 < reply.seconds <= wall):
             raise GateStop(self.gate, Status.rejected, f"[protocol] the child reported {reply.seconds:.3g} s for a "
                            f"call that took {wall:.3g} s of trusted wall time")
-        return reply, wall, expected, inputs, reference_seconds
+        return reply, expected, inputs, reference_seconds
 
     # -- correctness ---------------------------------------------------------------------------
     def correctness(self, shape: Shape, result: ShapeResult) -> None:
@@ -95,7 +92,7 @@ class Driver:
         for _ in range(self.settings.seeds_per_shape):
             seed = self.seeds.next()
             self._pool.setdefault(shape.name, []).append(seed)
-            reply, _, expected, inputs, _ = self.call(shape, full=True, audit=True, seed=seed)
+            reply, expected, inputs, _ = self.call(shape, full=True, audit=True, seed=seed)
             check = self._judge(shape, seed, reply, expected, inputs, previous)
             result.checks.append(check)
             if not check.ok:
@@ -143,7 +140,7 @@ class Driver:
             warming = candidate.warming
             audit = self.checks and self.counts_compute and random.random() < AUDIT_SHARE
             seed = None if self.checks or not pool else pool[calls % len(pool)]
-            reply, _, expected, _, ref_seconds = self.call(shape, audit=audit, timed_reference=True, seed=seed)
+            reply, expected, _, ref_seconds = self.call(shape, audit=audit, timed_reference=True, seed=seed)
             calls += 1
             if self.checks:
                 result.timed_checks += 1
@@ -166,7 +163,7 @@ class Driver:
         """One profiled call: the solution's share of GPU kernel time, and the streams it used."""
         if shape.name not in self.profiled:
             return
-        reply, _, expected, _, _ = self.call(shape, profile=True)
+        reply, expected, _, _ = self.call(shape, profile=True)
         mismatches = check_probes(self.spec, expected, reply.outputs)
         if mismatches:
             raise GateStop(Gate.timing, Status.incorrect, f"[timed-output] shape '{shape.name}', profiled call: "

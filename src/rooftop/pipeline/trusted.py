@@ -23,7 +23,7 @@ from rooftop.problem.spec import Problem, Shape
 _counter = itertools.count()
 
 
-class ReferenceError_(Exception):
+class ReferenceFailed(Exception):
     """The problem's own code failed: the verdict is internal_error, never the candidate's fault."""
 
 
@@ -31,10 +31,10 @@ class ReferenceError_(Exception):
 def blame_reference(what: str) -> Iterator[None]:
     try:
         yield
-    except ReferenceError_:
+    except ReferenceFailed:
         raise
     except Exception as exc:
-        raise ReferenceError_(f"{what} of the problem failed: {type(exc).__name__}: {exc}") from exc
+        raise ReferenceFailed(f"{what} of the problem failed: {type(exc).__name__}: {exc}") from exc
 
 
 class TrustedReference:
