@@ -7,7 +7,8 @@ made once and cycled through, no probes, no audits, no profile pass — what a n
 Both run the same engine (trusted reference, sandbox, child) on the bundled examples' correct
 solutions, alternating on/off per solution so drift hits both.
 
-    python benchmarks/integrity_overhead.py [--device cuda] [--json out.json]
+    python benchmarks/integrity_overhead.py [--device cuda] [--repeats N] [--reverse-first] [--json out.json]
+    python benchmarks/integrity_overhead.py --merge run1.json run2.json   # medians over separate runs
 
 Three variants: checks off; checks on without the profiled call; checks on with it (the default).
 """
@@ -46,8 +47,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--reverse-first", action="store_true", help="start with the variants in reverse order")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--merge", type=Path, nargs="+", help="combine the --json files of separate runs")
     args = parser.parse_args()
+    if args.merge:
+        _print_summary(_merge(args.merge))
+        return
     rows = []
     for name, path in correct_solutions(args.device):
         problem, solution = resolve(name), load_solution(path)
@@ -58,19 +64,23 @@ def main() -> None:
         walls: dict[str, list[float]] = {k: [] for k in variants}
         statuses = set()
         for r in range(args.repeats):
-            for label in (list(variants) if r % 2 == 0 else list(reversed(variants))):
+            for label in (list(variants) if (r + args.reverse_first) % 2 == 0 else list(reversed(variants))):
                 started = time.monotonic()
                 verdict = evaluate(problem, solution, Settings(device=args.device, **variants[label]))
                 walls[label].append(time.monotonic() - started)
                 statuses.add(verdict.status.value)
         row = {"problem": name, "solution": path.name, "statuses": sorted(statuses),
-               **{f"{k}_s": statistics.median(v) for k, v in walls.items()}}
+               **{f"{k}_s": statistics.median(v) for k, v in walls.items()}, "walls": walls}
         rows.append(row)
         print(f"{name:20s} {path.name:24s} " + "  ".join(f"{k} {row[k + '_s']:6.2f} s" for k in variants)
               + f"  checks {_pct(row['checks_s'], row['off_s'])}  +profile {_pct(row['checks+profile_s'], row['off_s'])}"
               f"  {'/'.join(row['statuses'])}", flush=True)
         if args.json:
             args.json.write_text(json.dumps({"rows": rows, "summary": _summary(rows)}, indent=2))
+    _print_summary(rows)
+
+
+def _print_summary(rows: list[dict]) -> None:
     summary = _summary(rows)
     print(f"total: off {summary['off_s']:.1f} s, checks {summary['checks_s']:.1f} s "
           f"({100 * summary['checks_overhead']:+.1f}%), checks+profile {summary['checks+profile_s']:.1f} s "
@@ -79,6 +89,26 @@ def main() -> None:
 
 def _pct(on: float, off: float) -> str:
     return f"{100 * (on / off - 1):+6.1f}%"
+
+
+def _merge(paths: list[Path]) -> list[dict]:
+    """Rows of several runs, one per solution, with the median of all their evaluations."""
+    merged: dict[tuple[str, str], dict] = {}
+    for path in paths:
+        for row in json.loads(path.read_text())["rows"]:
+            walls = row.get("walls") or {k: [row[f"{k}_s"]] for k in ("off", "checks", "checks+profile")}
+            into = merged.setdefault((row["problem"], row["solution"]), {
+                "problem": row["problem"], "solution": row["solution"], "statuses": [], "walls": {k: [] for k in walls}})
+            into["statuses"] = sorted(set(into["statuses"]) | set(row["statuses"]))
+            for k, v in walls.items():
+                into["walls"][k].extend(v)
+    rows = list(merged.values())
+    for row in rows:
+        row.update({f"{k}_s": statistics.median(v) for k, v in row["walls"].items()})
+        print(f"{row['problem']:20s} {row['solution']:24s} " + "  ".join(
+            f"{k} {row[k + '_s']:6.2f} s (n={len(v)})" for k, v in row["walls"].items())
+            + f"  checks {_pct(row['checks_s'], row['off_s'])}  +profile {_pct(row['checks+profile_s'], row['off_s'])}")
+    return rows
 
 
 def _summary(rows: list[dict]) -> dict:

@@ -48,3 +48,30 @@ def test_bwrap_sandbox_passes_the_gpu_through():
     for solution, words in (("opens_socket.py", "network"), ("writes_system.py", "outside the scratch")):
         v = run("scale", solution, device="cuda", sandbox="bwrap")
         assert v.status.value == "rejected" and words in v.messages[0], (solution, v.messages)
+
+
+def test_kernel_tracer_sees_every_stream_and_each_kernels_time():
+    import torch
+
+    from rooftop.integrity.cupti import trace
+
+    x = torch.randn(1024, 1024, device="cuda")
+    side = torch.cuda.Stream()
+
+    def call():
+        y = x @ x
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            z = x * 2  # left running on a side stream, never joined
+        return y, z
+
+    _, kernels, stream = trace(call)
+    assert len(kernels) == 2, [k.name for k in kernels]
+    on_caller = [k for k in kernels if k.stream == stream]
+    elsewhere = [k for k in kernels if k.stream != stream]
+    assert len(on_caller) == 1 and len(elsewhere) == 1
+    assert "gemm" in on_caller[0].name.lower() or "sm90" in on_caller[0].name.lower(), on_caller[0].name
+    assert all(k.end_ns > k.start_ns for k in kernels)
+    # a second trace in the same process is as good as the first
+    _, again, _ = trace(lambda: x @ x)
+    assert len(again) == 1

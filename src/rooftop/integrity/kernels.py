@@ -10,7 +10,6 @@ ran beside the harness's stream, where its events do not look.
 from __future__ import annotations
 
 import ast
-import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -53,25 +52,11 @@ def kernel_share(kernels: list[Any], names: set[str]) -> float | None:
     return sum(k.microseconds for k in kernels if is_solution_kernel(k.name, names)) / total
 
 
-def profile_kernels(call: Callable[[], Any], trace_path: Path) -> tuple[Any, list[dict[str, Any]], int | None]:
-    """Child side: run one call under the profiler between two marker kernels launched on the
-    caller's stream; its result, the call's kernels (all streams) and the caller's stream."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
+def profile_kernels(call: Callable[[], Any]) -> tuple[Any, list[dict[str, Any]], int]:
+    """Child side: run one call under the kernel tracer (integrity/cupti.py); its result, the
+    call's kernels on every stream, and the caller's stream. Raises ProfilerUnavailable."""
+    from rooftop.integrity.cupti import trace
 
-    marker = torch.zeros(1, device="cuda")
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        marker.add_(1)
-        result = call()
-        marker.add_(1)
-        torch.cuda.synchronize()
-    prof.export_chrome_trace(str(trace_path))
-    events = json.loads(trace_path.read_text()).get("traceEvents", [])
-    kernels = sorted((e for e in events if isinstance(e, dict) and e.get("cat") == "kernel"),
-                     key=lambda e: float(e.get("ts", 0.0)))
-    if len(kernels) < 2:
-        return result, [], None
-    stream = int((kernels[0].get("args") or {}).get("stream", -1))
-    return result, [{"name": str(e.get("name", "")), "microseconds": float(e.get("dur", 0.0)),
-                     "stream": int((e.get("args") or {}).get("stream", -1))} for e in kernels[1:-1]], stream
+    result, records, stream = trace(call)
+    return result, [{"name": r.name, "microseconds": (r.end_ns - r.start_ns) / 1e3, "stream": r.stream}
+                    for r in records], stream

@@ -111,6 +111,7 @@ class Harness:
         from rooftop.check.inputs import clone, make_inputs, modified_inputs, tensors
         from rooftop.check.probe import probe_output, probe_outputs
         from rooftop.integrity.audit import Audit
+        from rooftop.integrity.cupti import ProfilerUnavailable
         from rooftop.integrity.kernels import profile_kernels
         from rooftop.pipeline.tensorfile import dump_tensors
 
@@ -137,7 +138,12 @@ class Harness:
 
         with torch.no_grad():
             if request.get("profile"):
-                _, reply["kernels"], reply["stream"] = profile_kernels(run, Path.cwd() / "trace.json")
+                try:
+                    _, reply["kernels"], reply["stream"] = profile_kernels(run)
+                except ProfilerUnavailable as exc:
+                    reply["detail"] = f"the profiler is unavailable: {exc}"
+                    if "result" not in box:
+                        run()
             else:
                 reply["seconds"] = self.clock.time(run)
             if self.device.type == "cuda":

@@ -59,9 +59,10 @@ class Driver:
         self._pool: dict[str, list[int]] = {}  # checks off: the seeds every call cycles over
         self.counts_compute = not self.spec.policy.allow_torch_ops  # the dispatch audit has work to do
         # the profiled call (kernel share, streams): every shape when the problem sets a minimum
-        # share, else one shape drawn in secret — the profiler costs a fraction of a second a call
+        # share, else one shape drawn in secret
         names = [s.name for s in job.shapes]
         self.profiled = set(names) if self.spec.policy.min_kernel_share is not None else {secrets.choice(names)}
+        self.warnings: list[str] = []  # for the verdict: checks that could not run
 
     # -- one call ------------------------------------------------------------------------------
     def call(self, shape: Shape, *, full: bool = False, audit: bool = False, profile: bool = False,
@@ -168,7 +169,13 @@ class Driver:
         if mismatches:
             raise GateStop(Gate.timing, Status.incorrect, f"[timed-output] shape '{shape.name}', profiled call: "
                            f"{mismatches[0].output}: {mismatches[0].message}")
-        kernels = reply.kernels or []
+        if reply.kernels is None:
+            if self.spec.policy.min_kernel_share is not None:
+                raise GateStop(Gate.timing, Status.internal_error, f"[kernel-share] shape '{shape.name}': this "
+                               f"problem requires a minimum kernel share and {reply.detail or 'the profiler did not run'}")
+            self.warnings.append(f"kernel share and streams were not checked: {reply.detail or 'no profile'}")
+            return
+        kernels = reply.kernels
         elsewhere = [k for k in kernels if k.stream != reply.stream]
         if elsewhere:
             raise GateStop(Gate.timing, Status.rejected, f"[side-stream] shape '{shape.name}': {len(elsewhere)} of the "

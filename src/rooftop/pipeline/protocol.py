@@ -38,7 +38,7 @@ class Reply(BaseModel):
     failure: Failure | None = None
     seconds: float | None = None  # build, load: how long it took; call: the clock's time for the call
     cached: bool | None = None  # build
-    detail: str = ""  # load
+    detail: str = ""  # load; a profiled call: why it ran unprofiled
     outputs: list[Probe] = []  # call: values at random positions of each output
     inputs: list[Probe] = []  # call: values at random positions of the inputs it generated
     dump: list[TensorEntry] | None = None  # call with full=True: the outputs, written to the dump file
