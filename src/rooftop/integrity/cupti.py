@@ -4,7 +4,8 @@ torch.profiler starts Kineto, which enables runtime and driver API tracing as we
 records; its first use in a process costs seconds (2.6 s on an H200), more than the rest of an
 evaluation's checks together, and it leaves API callbacks behind. The profiled call needs only
 kernel records, so this client enables the one activity kind (concurrent kernels) through the
-CUPTI library that ships with the CUDA wheels; it starts in milliseconds.
+CUPTI library that ships with the CUDA wheels; it starts in milliseconds, and detaches CUPTI
+again after each trace so that later calls launch as fast as before it.
 
 The records are read by their documented layout (CUpti_ActivityKernel, unchanged in its leading
 fields since CUDA 9); `trace()` checks the marker kernels it launched itself before trusting a
@@ -47,7 +48,7 @@ _COMPLETED = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_v
 
 
 class _Client:
-    """One per process: CUPTI accepts a single pair of buffer callbacks."""
+    """One attachment of CUPTI to the process: it accepts a single pair of buffer callbacks."""
 
     def __init__(self, library: ctypes.CDLL) -> None:
         self.lib = library
@@ -138,7 +139,15 @@ def trace(call: Callable[[], Any]) -> tuple[Any, list[KernelRecord], int]:
         torch.cuda.synchronize()
         return result
 
-    result, records = client().collect(bracketed)
+    global _client
+    try:
+        result, records = client().collect(bracketed)
+    finally:
+        # detach: a process CUPTI stays attached to launches kernels about 0.5 us slower (H200),
+        # and timed calls follow this one
+        if _client is not None:
+            _client.lib.cuptiFinalize()
+            _client = None
     # the first marker starts first (the GPU was idle and it was queued before the call); the
     # second is the last kernel on the caller's stream. Everything else is the call's, whichever
     # stream it ran on and whenever it ended.

@@ -190,13 +190,6 @@ def _run_child(job: EvalJob, settings: Settings, verdict: Verdict, shapes: dict[
                     progress(f"timing {shape.name}")
                     driver.deadline = time.monotonic() + settings.timeout
                     driver.timing(shape, shapes[shape.name], policy)
-                # after every shape's timing, so that no timed call runs in a process the profiler has touched
-                required = job.problem.spec.policy.min_kernel_share is not None
-                if job.device == "cuda" and settings.checks and (settings.profile or required):
-                    for shape in job.shapes:
-                        where = f" (shape '{shape.name}')"
-                        driver.deadline = time.monotonic() + settings.timeout
-                        driver.profile(shape, shapes[shape.name])
                 verdict.warnings.extend(driver.warnings)
                 verdict.gates.append(GateRecord(gate=Gate.timing, ok=True, seconds=time.monotonic() - started))
         except _Failed:

@@ -58,10 +58,12 @@ class Driver:
         self.gate = Gate.correctness
         self._pool: dict[str, list[int]] = {}  # checks off: the seeds every call cycles over
         self.counts_compute = not self.spec.policy.allow_torch_ops  # the dispatch audit has work to do
-        # the profiled call (kernel share, streams): every shape when the problem sets a minimum
-        # share, else one shape drawn in secret
+        # the profiled call (kernel share, streams), on the GPU with the checks on: every shape
+        # when the problem sets a minimum share, else one shape drawn in secret
+        required = self.spec.policy.min_kernel_share is not None
         names = [s.name for s in job.shapes]
-        self.profiled = set(names) if self.spec.policy.min_kernel_share is not None else {secrets.choice(names)}
+        self.profiled = set() if job.device != "cuda" or not self.checks or not (settings.profile or required) \
+            else set(names) if required else {secrets.choice(names)}
         self.warnings: list[str] = []  # for the verdict: checks that could not run
 
     # -- one call ------------------------------------------------------------------------------
@@ -137,11 +139,17 @@ class Driver:
         candidate, reference = Sampler(policy), Sampler(policy)
         pool = self._pool.get(shape.name, [])
         calls = 0
-        while candidate.stopped_by is None:
+        # the profiled call takes the place of a timed sample drawn in secret: to the child it is
+        # one more call of this shape, neither first nor last
+        profile_at = secrets.randbelow(policy.min_samples) if shape.name in self.profiled else -1
+        while candidate.stopped_by is None or profile_at >= 0:  # (a wall-time cap may stop it first)
             warming = candidate.warming
-            audit = self.checks and self.counts_compute and random.random() < AUDIT_SHARE
+            profile = profile_at >= 0 and (candidate.stopped_by is not None or
+                                           (not warming and len(candidate.samples) >= profile_at))
+            audit = self.checks and self.counts_compute and random.random() < AUDIT_SHARE and not profile
             seed = None if self.checks or not pool else pool[calls % len(pool)]
-            reply, expected, _, ref_seconds = self.call(shape, audit=audit, timed_reference=True, seed=seed)
+            reply, expected, _, ref_seconds = self.call(shape, audit=audit, profile=profile, timed_reference=True,
+                                                        seed=seed)
             calls += 1
             if self.checks:
                 result.timed_checks += 1
@@ -151,7 +159,10 @@ class Driver:
                         f"an output shares storage with input(s) {reply.aliased_inputs}"
                     raise GateStop(Gate.timing, Status.incorrect, f"[timed-output] shape '{shape.name}', call "
                                    f"{calls} after the correctness checks: {what}")
-            if warming:
+            if profile:
+                profile_at = -1
+                self._judge_profile(shape, result, reply)
+            elif warming:
                 candidate.warmed()
                 reference.warmed()
             elif not audit:  # an audited call ran under the dispatch hook, which slows it: not a sample
@@ -160,15 +171,8 @@ class Driver:
         clock = self.trusted.clock.name if self.trusted.clock is not None else "unknown"
         result.candidate, result.reference = candidate.stats(clock), reference.stats(clock)
 
-    def profile(self, shape: Shape, result: ShapeResult) -> None:
-        """One profiled call: the solution's share of GPU kernel time, and the streams it used."""
-        if shape.name not in self.profiled:
-            return
-        reply, expected, _, _ = self.call(shape, profile=True)
-        mismatches = check_probes(self.spec, expected, reply.outputs)
-        if mismatches:
-            raise GateStop(Gate.timing, Status.incorrect, f"[timed-output] shape '{shape.name}', profiled call: "
-                           f"{mismatches[0].output}: {mismatches[0].message}")
+    def _judge_profile(self, shape: Shape, result: ShapeResult, reply: Reply) -> None:
+        """The profiled call: the solution's share of GPU kernel time, and the streams it used."""
         if reply.kernels is None:
             if self.spec.policy.min_kernel_share is not None:
                 raise GateStop(Gate.timing, Status.internal_error, f"[kernel-share] shape '{shape.name}': this "
