@@ -1,4 +1,9 @@
-from rooftop.measure.measurement import TimingStats
+import math
+import random
+
+import pytest
+
+from rooftop.measure.measurement import TimingStats, median_ranks, relative_standard_error
 from rooftop.measure.timer import Sampler, TimingPolicy
 
 
@@ -19,8 +24,9 @@ def test_statistics_from_raw_samples():
     assert TimingStats.model_validate_json(stats.model_dump_json()).median == 3.0
 
 
-def test_stops_at_target_time_after_min_samples():
-    policy = TimingPolicy(warmup_calls=2, warmup_seconds=0, min_samples=5, max_samples=100, target_seconds=1.0)
+def test_stops_at_the_minimums_without_a_precision_rule():
+    policy = TimingPolicy(warmup_calls=2, warmup_seconds=0, min_samples=5, max_samples=100, min_seconds=1.0,
+                          target_rse=None)
     sampler = Sampler(policy, FakeWall())
     kinds = []
     while sampler.stopped_by is None:
@@ -32,7 +38,7 @@ def test_stops_at_target_time_after_min_samples():
             kinds.append("timed")
     assert kinds == ["warm", "warm"] + ["timed"] * 5  # 4 x 0.3 < 1.0 and min_samples rules anyway
     stats = sampler.stats("fake")
-    assert stats.n == 5 and stats.stopped_by == "target_seconds" and stats.warmup_calls == 2
+    assert stats.n == 5 and stats.stopped_by == "min_samples" and stats.warmup_calls == 2
     fast = Sampler(policy, FakeWall())
     while fast.stopped_by is None:
         fast.warmed() if fast.warming else fast.add(0.001)
@@ -42,7 +48,7 @@ def test_stops_at_target_time_after_min_samples():
 def test_warmup_lasts_its_seconds_and_the_wall_limit_stops_sampling():
     wall = FakeWall()
     policy = TimingPolicy(warmup_calls=1, warmup_seconds=0.5, min_samples=3, max_samples=1000,
-                          target_seconds=100.0, max_wall_seconds=10.0)
+                          min_seconds=100.0, max_wall_seconds=10.0)
     sampler = Sampler(policy, wall)
     sampler.warmed()
     assert sampler.warming  # one call made, but 0.5 s of warm-up not yet spent
@@ -54,3 +60,60 @@ def test_warmup_lasts_its_seconds_and_the_wall_limit_stops_sampling():
     wall.now = 10.5
     sampler.add(0.01)
     assert sampler.stopped_by == "max_wall_seconds"
+
+
+def _binomial_below(n: int, k: int) -> float:
+    """P(Binomial(n, 1/2) < k)."""
+    return sum(math.comb(n, i) for i in range(k)) / 2**n
+
+
+@pytest.mark.parametrize("n", [6, 7, 10, 11, 20, 37, 100, 250, 1000])
+def test_median_interval_covers_with_95_percent_and_no_wider_than_needed(n):
+    lo, hi = median_ranks(n)
+    assert hi == n - 1 - lo  # symmetric ranks
+    # the true median lies outside [x[lo], x[hi]] only if fewer than lo+1 samples fall below it
+    # (or, symmetrically, above it)
+    miss = 2 * _binomial_below(n, lo + 1)
+    assert miss <= 0.05
+    assert 2 * _binomial_below(n, lo + 2) > 0.05 or lo + 1 >= n // 2  # one rank tighter would not do
+
+
+def test_median_interval_against_the_textbook_table():
+    assert median_ranks(10) == (1, 8)  # 2nd and 9th of 10
+    assert median_ranks(20) == (5, 14)  # 6th and 15th of 20
+    assert median_ranks(100) == (39, 60)  # 40th and 61st of 100
+
+
+def test_interval_and_relative_error_on_the_stats():
+    stats = TimingStats(clock="fake", samples=[float(x) for x in range(10, 0, -1)])
+    assert (stats.ci_low, stats.ci_high) == (2.0, 9.0)
+    assert stats.rse == pytest.approx((9 - 2) / (2 * 1.959964) / 5.5, rel=1e-4)
+    assert TimingStats(clock="fake", samples=[1.0, 2.0]).rse is None  # too few to bound the median
+    assert relative_standard_error(sorted([1.0] * 20)) == 0.0
+
+
+def test_precision_rule_stops_a_steady_kernel_early_and_lets_a_noisy_one_run_to_the_cap():
+    policy = TimingPolicy(warmup_calls=0, warmup_seconds=0, min_samples=10, min_seconds=0.009, target_rse=0.005,
+                          max_samples=400, max_seconds=100.0, max_wall_seconds=1e9)
+    rng = random.Random(1)
+    steady = Sampler(policy, FakeWall())
+    while steady.stopped_by is None:
+        steady.add(1e-3 * (1 + rng.gauss(0, 0.002)))
+    assert steady.stopped_by == "precision" and steady.stats("fake").n == 10
+    assert steady.stats("fake").rse <= 0.005
+
+    noisy = Sampler(policy, FakeWall())
+    while noisy.stopped_by is None:
+        noisy.add(1e-3 * rng.uniform(1.0, 3.0))  # a median that does not settle within 0.5 % by 400
+    assert noisy.stopped_by == "max_samples" and noisy.stats("fake").n == 400
+
+    slow = Sampler(policy.model_copy(update={"max_seconds": 0.05}), FakeWall())
+    while slow.stopped_by is None:
+        slow.add(1e-2)  # steady, but the measured-time cap comes before min_samples
+    assert slow.stopped_by == "max_seconds" and slow.stats("fake").n == 5
+
+    # the minimum measured time holds the precision rule back
+    held = Sampler(policy.model_copy(update={"min_seconds": 0.05}), FakeWall())
+    while held.stopped_by is None:
+        held.add(1e-3)
+    assert held.stopped_by == "precision" and held.stats("fake").n == 50

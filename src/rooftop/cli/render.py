@@ -60,16 +60,19 @@ def shape_table(verdict: Verdict) -> Table:
     clocks = {r.candidate.clock for r in verdict.shapes if r.candidate}
     caption = {"cuda_event": "times: CUDA events, one pair per call, L2 flushed before each",
                "cpu_perf_counter": "times: CPU timings (time.perf_counter), not GPU times"}
+    # ±: the median's relative standard error (from its 95 % distribution-free interval)
     table = Table(show_edge=False, header_style="bold",
                   caption=" · ".join(caption.get(c, c) for c in sorted(clocks)) or None)
-    for col in ("shape", "split", "ok", "max err", "median", "IQR", "n", "eager", "speedup", "TFLOP/s", "GB/s", "roof"):
+    for col in ("shape", "split", "ok", "max err", "median", "±", "IQR", "n", "stop", "eager", "speedup", "TFLOP/s",
+                "GB/s", "roof"):
         table.add_column(col, justify="right" if col not in ("shape", "split") else "left")
     for r in verdict.shapes:
         err = max((c.max_abs_error for c in r.checks if c.max_abs_error is not None), default=None)
         correct = "-" if r.correct is None else ("yes" if r.correct else "NO")
         c = r.candidate
         table.add_row(r.shape, r.split, correct, number(err, "{:.1e}"),
-                      seconds(c.median) if c else "-", seconds(c.iqr) if c else "-", str(c.n) if c else "-",
+                      seconds(c.median) if c else "-", number(c.rse if c else None, "{:.1%}"),
+                      seconds(c.iqr) if c else "-", str(c.n) if c else "-", c.stopped_by if c else "-",
                       seconds(r.reference.median) if r.reference else "-",
                       number(r.speedup, "{:.2f}x"), number(r.tflops, "{:.2f}"), number(r.gbps, "{:.1f}"),
                       number(r.roofline_fraction, "{:.1%}") if r.roofline_fraction is not None else "-")

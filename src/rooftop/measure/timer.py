@@ -8,28 +8,38 @@ clock. Adaptive stopping, clock sampling and cross-checks attach here.
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from rooftop.measure.measurement import TimingStats
+from rooftop.measure.measurement import TimingStats, relative_standard_error
 
 
 class TimingPolicy(BaseModel):
+    """When warm-up ends and sampling stops (in the spirit of nvbench's adaptive stopping).
+
+    Sampling may stop once it has `min_samples` samples and `min_seconds` of measured time and
+    the median's relative standard error is at most `target_rse` (None: no precision rule, stop
+    at the minimums); it must stop at any cap.
+    """
+
     warmup_calls: int = 3
-    warmup_seconds: float = 0.05
+    warmup_seconds: float = 0.2
     min_samples: int = 10
-    max_samples: int = 200
-    target_seconds: float = 0.5  # stop once this much time has been measured (after min_samples)
-    max_wall_seconds: float = 10.0  # per measurement, warm-up included
+    min_seconds: float = 0.5  # measured time (sum of samples)
+    target_rse: float | None = 0.005
+    max_samples: int = 1000
+    max_seconds: float = 30.0  # measured time
+    max_wall_seconds: float = 120.0  # per measurement, warm-up included
 
     @classmethod
     def for_device(cls, device: str) -> "TimingPolicy":
         if device == "cpu":  # CPU runs are smoke runs, often under the Triton interpreter
-            return cls(warmup_calls=1, warmup_seconds=0.0, min_samples=3, max_samples=20,
-                       target_seconds=0.2, max_wall_seconds=10.0)
+            return cls(warmup_calls=1, warmup_seconds=0.0, min_samples=3, min_seconds=0.2, target_rse=None,
+                       max_samples=20, max_seconds=10.0, max_wall_seconds=10.0)
         return cls()
 
 
@@ -105,6 +115,8 @@ class Sampler:
         self._began = wall()
         self.warmup_calls = 0
         self.samples: list[float] = []
+        self._ordered: list[float] = []
+        self._measured = 0.0
         self.stopped_by: str | None = None
 
     @property
@@ -119,11 +131,16 @@ class Sampler:
 
     def add(self, seconds: float) -> None:
         self.samples.append(seconds)
-        p = self.policy
-        if len(self.samples) >= p.min_samples and sum(self.samples) >= p.target_seconds:
-            self.stopped_by = "target_seconds"
-        elif len(self.samples) >= p.max_samples:
+        bisect.insort(self._ordered, seconds)
+        self._measured += seconds
+        p, n = self.policy, len(self.samples)
+        if n >= p.min_samples and self._measured >= p.min_seconds and \
+                (p.target_rse is None or relative_standard_error(self._ordered) <= p.target_rse):
+            self.stopped_by = "precision" if p.target_rse is not None else "min_samples"
+        elif n >= p.max_samples:
             self.stopped_by = "max_samples"
+        elif self._measured >= p.max_seconds:
+            self.stopped_by = "max_seconds"
         elif self._wall() - self._began > p.max_wall_seconds:
             self.stopped_by = "max_wall_seconds"
 

@@ -184,6 +184,9 @@ def _run_child(job: EvalJob, settings: Settings, verdict: Verdict, shapes: dict[
             if settings.timing:
                 gate, driver.gate = Gate.timing, Gate.timing
                 policy = settings.timing_policy or TimingPolicy.for_device(job.device)
+                # the sampler's wall cap stays inside the per-shape deadline
+                policy = policy.model_copy(update={"max_wall_seconds": min(policy.max_wall_seconds,
+                                                                           0.75 * settings.timeout)})
                 started = time.monotonic()
                 for shape in job.shapes:
                     where = f" (shape '{shape.name}')"
