@@ -4,7 +4,7 @@ import random
 import pytest
 
 from rooftop.measure.measurement import TimingStats, median_ranks, relative_standard_error
-from rooftop.measure.timer import Sampler, TimingPolicy
+from rooftop.measure.stopping import Sampler, TimingPolicy
 
 
 class FakeWall:

@@ -1,6 +1,10 @@
-"""Seeded inputs for one shape, and the helpers that keep them honest (clones, snapshots)."""
+"""Seeded inputs for one shape, the pool they live in, and the helpers that keep them honest
+(clones, snapshots)."""
 
 from __future__ import annotations
+
+import collections
+import math
 
 from types import ModuleType
 from typing import Any
@@ -73,3 +77,50 @@ def modified_inputs(before: list[Any], after: list[Any]) -> list[int]:
             if not same:
                 changed.append(i)
     return changed
+
+
+POOL_BYTES = 256 << 20  # a pool this large is far beyond any L2
+POOL_MIN_SETS, POOL_MAX_SETS = 8, 50
+
+
+def pool_size(set_bytes: int, memory_bytes: int | None = None) -> int:
+    """How many input sets a shape's pool holds: enough for 256 MB or 8 sets, at most 50, and
+    within a quarter of the device memory (never below 2, so consecutive calls always differ)."""
+    size = max(POOL_MIN_SETS, math.ceil(POOL_BYTES / max(set_bytes, 1)))
+    size = min(size, POOL_MAX_SETS)
+    if memory_bytes and set_bytes:
+        size = min(size, memory_bytes // 4 // set_bytes)
+    return max(2, size)
+
+
+def nbytes(value: Any) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors(value))
+
+
+class InputPool:
+    """The input sets of the last calls of one shape, kept alive and cycled.
+
+    Every call gets a fresh set (its own seed); admitting it retires the oldest of the pool. Since
+    the newer sets stay allocated, the allocator cannot give a call the addresses of any of the
+    calls just before it, and the data a call reads was written (and flushed from the caches)
+    long before: no call sees the pointers or the values of the previous one.
+    """
+
+    def __init__(self, memory_bytes: int | None = None) -> None:
+        self.memory_bytes = memory_bytes
+        self.size: int | None = None  # fixed by the first set admitted
+        self._sets: collections.deque[Any] = collections.deque()
+
+    def admit(self, inputs: Any) -> Any:
+        if self.size is None:
+            self.size = pool_size(nbytes(inputs), self.memory_bytes)
+        while len(self._sets) >= self.size:
+            self._sets.popleft()
+        self._sets.append(inputs)
+        return inputs
+
+    def __len__(self) -> int:
+        return len(self._sets)
+
+    def clear(self) -> None:
+        self._sets.clear()

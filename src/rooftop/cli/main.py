@@ -32,9 +32,12 @@ TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1,
                       help="wall-clock seconds per gate (per shape for correctness and timing)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print only the JSON document on stdout")]
 SandboxOpt = Annotated[str, typer.Option("--sandbox", help="auto | bwrap | none (auto: bwrap when installed)")]
+GraphsOpt = Annotated[bool, typer.Option("--graphs", help="time candidate and reference as CUDA-graph replays "
+                                         "(for launch-bound shapes)")]
 
 
-def _settings(device: str, shapes: str, timeout: float, seed: int | None, timing: bool, sandbox: str):
+def _settings(device: str, shapes: str, timeout: float, seed: int | None, timing: bool, sandbox: str,
+              graphs: bool = False):
     from rooftop.pipeline.job import Settings
 
     choices = {"device": ("auto", "cpu", "cuda"), "shapes": ("auto", "visible", "held_out", "all", "smoke"),
@@ -51,8 +54,10 @@ def _settings(device: str, shapes: str, timeout: float, seed: int | None, timing
         from rooftop.integrity.sandbox import require_bwrap
 
         require_bwrap()  # fail before any evaluation starts
+    if graphs and device == "cpu":
+        raise UserError("--graphs: CUDA graphs need a GPU (got --device cpu)")
     return Settings(device=device, shapes=shapes, timeout=timeout, seed=seed, timing=timing,
-                    build_timeout=max(timeout, 900.0), sandbox=sandbox)
+                    build_timeout=max(timeout, 900.0), sandbox=sandbox, graphs=graphs)
 
 
 def _progress(enabled: bool) -> Progress:
@@ -70,29 +75,35 @@ def eval_command(
     seed: Annotated[int | None, typer.Option("--seed", help="base seed for reproducible inputs")] = None,
     timing: Annotated[bool, typer.Option("--timing/--no-timing", help="time correct solutions")] = True,
     sandbox: SandboxOpt = "auto",
+    graphs: GraphsOpt = False,
     json_output: JsonOpt = False,
     db: DbOpt = Path("rooftop.db"),
 ) -> None:
     """Evaluate one solution of one problem and print the verdict."""
     from rooftop.cli.render import print_verdict
     from rooftop.pipeline.evaluate import evaluate
+    from rooftop.pipeline.scoring import attach_stored_baselines
     from rooftop.problem.registry import resolve
     from rooftop.solution.loader import load_solution
     from rooftop.store.db import Store
 
     spec = resolve(problem)
     sol = load_solution(solution)
-    settings = _settings(device, shapes, timeout, seed, timing, sandbox)
+    settings = _settings(device, shapes, timeout, seed, timing, sandbox, graphs)
     store = Store(db)
     with _progress(not json_output) as bar:
         task = bar.add_task(f"{spec.name}: {sol.path.name}", total=None)
         verdict = evaluate(spec, sol, settings, progress=lambda step: bar.update(task, description=f"{sol.path.name}: {step}"))
+    stored = attach_stored_baselines(verdict, store)
     store.record(verdict)
     store.close()
     if json_output:
         sys.stdout.write(verdict.model_dump_json(indent=2) + "\n")
     else:
         print_verdict(verdict, out)
+        if not stored and verdict.environment and verdict.environment.device == "cuda" and settings.timing:
+            out.print(f"[dim]no stored torch.compile or SOTA baselines for this platform: "
+                      f"`rooftop baselines {problem} --db {db}` times them once[/dim]")
         out.print(f"[dim]recorded in {db}[/dim]")
 
 
@@ -109,6 +120,7 @@ def demo_command(
     """Evaluate every bundled solution of a deck and print one table (the quick-start job)."""
     from rooftop.cli.render import summary_table
     from rooftop.pipeline.evaluate import evaluate, resolve_device
+    from rooftop.pipeline.scoring import attach_stored_baselines
     from rooftop.problem.registry import bundled_names, resolve
     from rooftop.solution.loader import load_solution
     from rooftop.store.db import Store
@@ -132,6 +144,7 @@ def demo_command(
         for problem, entry, expected in jobs:
             bar.update(task, description=f"{problem.name}: {entry.name}")
             verdict = evaluate(problem, load_solution(entry), settings)
+            attach_stored_baselines(verdict, store)
             store.record(verdict)
             rows.append((problem.name, entry.name, verdict, (expected or {}).get(dev)))
             bar.advance(task)
@@ -216,6 +229,9 @@ def problems_show(name: Annotated[str, typer.Argument(help="bundled name or path
     policy = spec.policy
     out.print(f"policy: forbidden {', '.join(policy.forbidden) or 'nothing'}; torch ops "
               f"{'allowed' if policy.allow_torch_ops else 'not allowed'}")
+
+
+from rooftop.cli import measure as _measure  # noqa: E402,F401  (registers baselines and calibrate)
 
 
 def main() -> None:

@@ -50,7 +50,9 @@ def print_verdict(verdict: Verdict, console: Console) -> None:
     for warning in verdict.warnings:
         console.print(f"warning: {warning}", style="bold yellow", highlight=False, markup=False)
     if verdict.status is Status.correct and verdict.summary.geomean_speedup is not None:
-        console.print(f"geomean speedup over eager {verdict.summary.geomean_speedup:.3f}x"
+        others = "".join(f" · over {k} {v:.3f}x" for k, v in verdict.summary.geomean_speedups.items()
+                         if k != "eager")
+        console.print(f"geomean speedup over eager {verdict.summary.geomean_speedup:.3f}x{others}"
                       + (f" · geomean roofline {verdict.summary.geomean_roofline:.1%}"
                          if verdict.summary.geomean_roofline is not None else "")
                       + f" · {verdict.wall_seconds:.1f} s wall", style="bold")
@@ -58,24 +60,38 @@ def print_verdict(verdict: Verdict, console: Console) -> None:
 
 def shape_table(verdict: Verdict) -> Table:
     clocks = {r.candidate.clock for r in verdict.shapes if r.candidate}
-    caption = {"cuda_event": "times: CUDA events, one pair per call, L2 flushed before each",
+    caption = {"cuda_event": "times: CUDA events, one pair per call, L2 flushed before each"
+               + (", CUDA-graph replays" if verdict.graphs else ""),
                "cpu_perf_counter": "times: CPU timings (time.perf_counter), not GPU times"}
-    # ±: the median's relative standard error (from its 95 % distribution-free interval)
+    others = sorted({k for r in verdict.shapes for k in r.speedups if k != "eager"})
+    with_clock = any(r.candidate and r.candidate.clock_median_mhz for r in verdict.shapes)
+    with_flags = any(r.flags for r in verdict.shapes)
+    # ±: the median's relative standard error (from its 95 % distribution-free interval); the
+    # speedup over eager is the median of paired per-call ratios, with its 95 % interval
+    columns = ["shape", "split", "ok", "max err", "median", "±", "n", "stop", *(["MHz"] if with_clock else []),
+               "eager", "speedup", *[f"vs {k}" for k in others], "TFLOP/s", "GB/s", "roof",
+               *(["flags"] if with_flags else [])]
     table = Table(show_edge=False, header_style="bold",
                   caption=" · ".join(caption.get(c, c) for c in sorted(clocks)) or None)
-    for col in ("shape", "split", "ok", "max err", "median", "±", "IQR", "n", "stop", "eager", "speedup", "TFLOP/s",
-                "GB/s", "roof"):
-        table.add_column(col, justify="right" if col not in ("shape", "split") else "left")
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("shape", "split", "flags") else "right")
     for r in verdict.shapes:
         err = max((c.max_abs_error for c in r.checks if c.max_abs_error is not None), default=None)
         correct = "-" if r.correct is None else ("yes" if r.correct else "NO")
         c = r.candidate
-        table.add_row(r.shape, r.split, correct, number(err, "{:.1e}"),
-                      seconds(c.median) if c else "-", number(c.rse if c else None, "{:.1%}"),
-                      seconds(c.iqr) if c else "-", str(c.n) if c else "-", c.stopped_by if c else "-",
-                      seconds(r.reference.median) if r.reference else "-",
-                      number(r.speedup, "{:.2f}x"), number(r.tflops, "{:.2f}"), number(r.gbps, "{:.1f}"),
-                      number(r.roofline_fraction, "{:.1%}") if r.roofline_fraction is not None else "-")
+        speedup = number(r.speedup, "{:.2f}x")
+        if r.speedup_low is not None and r.speedup_high is not None:
+            speedup += f" ({r.speedup_low:.2f}–{r.speedup_high:.2f})"
+        row = [r.shape, r.split, correct, number(err, "{:.1e}"),
+               seconds(c.median) if c else "-", number(c.rse if c else None, "{:.1%}"),
+               str(c.n) if c else "-", c.stopped_by if c else "-",
+               *([number(c.clock_median_mhz if c else None, "{:.0f}")] if with_clock else []),
+               seconds(r.reference.median) if r.reference else "-", speedup,
+               *[number(r.speedups.get(k), "{:.2f}x") for k in others],
+               number(r.tflops, "{:.2f}"), number(r.gbps, "{:.1f}"),
+               number(r.roofline_fraction, "{:.1%}") if r.roofline_fraction is not None else "-",
+               *([", ".join(r.flags)] if with_flags else [])]
+        table.add_row(*row)
     return table
 
 

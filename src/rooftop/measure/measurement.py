@@ -55,13 +55,33 @@ def relative_standard_error(ordered: list[float], confidence: float = CONFIDENCE
     return (hi - lo) / (2 * z) / median
 
 
+def ratio_interval(numerators: list[float], denominators: list[float],
+                   confidence: float = CONFIDENCE) -> tuple[float, float, float] | None:
+    """Median of the paired ratios a_i / b_i and its distribution-free interval: a speedup taken
+    call by call on the same inputs, so drift of the machine between calls cancels out."""
+    ratios = sorted(a / b for a, b in zip(numerators, denominators) if a > 0 and b > 0)
+    if not ratios:
+        return None
+    lo, hi = median_interval(ratios, confidence)
+    return statistics.median(ratios), lo, hi
+
+
 class TimingStats(BaseModel):
-    """Samples in seconds, plus which clock took them ('cuda_event' or 'cpu_perf_counter')."""
+    """Samples in seconds, plus which clock took them ('cuda_event' or 'cpu_perf_counter').
+
+    `sm_clock_mhz` holds the SM clock read (NVML) after each kept sample when it could be read;
+    samples taken below the policy's share of the maximum clock are not kept but counted in
+    `low_clock_dropped`. `wall_seconds` is the host's wall time around the timed calls, which
+    must cover the sum of the samples."""
 
     clock: str
     samples: list[float]
     warmup_calls: int = 0
     stopped_by: str = ""
+    sm_clock_mhz: list[float] = []
+    max_clock_mhz: float | None = None
+    low_clock_dropped: int = 0
+    wall_seconds: float | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -106,6 +126,16 @@ class TimingStats(BaseModel):
     @property
     def ci_high(self) -> float:
         return median_interval(sorted(self.samples))[1]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def clock_min_mhz(self) -> float | None:
+        return min(self.sm_clock_mhz) if self.sm_clock_mhz else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def clock_median_mhz(self) -> float | None:
+        return statistics.median(self.sm_clock_mhz) if self.sm_clock_mhz else None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -77,6 +77,8 @@ class Harness:
         self.shapes = {s.name: s for s in job.shapes}
         self.clock: Any = None
         self.reused: dict[tuple[str, int], list] = {}
+        self.pools: dict[str, Any] = {}  # shape -> InputPool
+        self.graphs: dict[str, Any] = {}  # shape -> GraphedCall (--graphs)
 
     def build(self, _request: dict) -> dict:
         from rooftop.check.inputs import set_precision
@@ -108,7 +110,7 @@ class Harness:
         import torch
 
         from rooftop.check.compare import storage_overlaps
-        from rooftop.check.inputs import clone, make_inputs, modified_inputs, tensors
+        from rooftop.check.inputs import InputPool, clone, make_inputs, modified_inputs, tensors
         from rooftop.check.probe import probe_output, probe_outputs
         from rooftop.integrity.audit import Audit
         from rooftop.integrity.cupti import ProfilerUnavailable
@@ -125,6 +127,10 @@ class Harness:
                 inputs = make_inputs(self.reference, self.job.problem.spec, shape, request["seed"], self.device)
             if request.get("reuse"):
                 self.reused[key] = inputs
+            else:
+                memory = torch.cuda.get_device_properties(self.device).total_memory \
+                    if self.device.type == "cuda" else None
+                self.pools.setdefault(shape.name, InputPool(memory)).admit(inputs)
         reply: dict[str, Any] = {}
         if request.get("check_inputs"):
             reply["inputs"] = [probe_output(x).model_dump() for x in inputs]
@@ -138,12 +144,18 @@ class Harness:
 
         with torch.no_grad():
             if request.get("profile"):
+                self.clock.prepare()
                 try:
                     _, reply["kernels"], reply["stream"] = profile_kernels(run)
                 except ProfilerUnavailable as exc:
                     reply["detail"] = f"the profiler is unavailable: {exc}"
                     if "result" not in box:
                         run()
+            elif request.get("graph") and self.device.type == "cuda":
+                graphed = self._graphed(shape.name, model, inputs)
+                inputs = graphed.static
+                reply["seconds"] = self.clock.time(graphed.replay)
+                box["result"] = graphed.outputs
             else:
                 reply["seconds"] = self.clock.time(run)
             if self.device.type == "cuda":
@@ -168,6 +180,20 @@ class Harness:
             if all(type(v) is torch.Tensor for v in values):
                 reply["dump"] = [e.model_dump() for e in dump_tensors(Path.cwd() / "outputs.bin", values)]
         return reply
+
+
+    def _graphed(self, name: str, model: Any, inputs: list) -> Any:
+        """The shape's call captured in a CUDA graph (on its first graphed call), loaded with inputs."""
+        from rooftop.measure.graphs import GraphCaptureFailed, GraphedCall
+
+        try:
+            if name not in self.graphs:
+                self.graphs[name] = GraphedCall(model, inputs)
+            self.graphs[name].load(inputs)
+        except GraphCaptureFailed as exc:
+            raise GateFailure("runtime_error", f"[graphs] shape '{name}': the call could not be captured in or "
+                              f"replayed from a CUDA graph: {exc}")
+        return self.graphs[name]
 
 
 # -- build ------------------------------------------------------------------------------------

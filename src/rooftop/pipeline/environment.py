@@ -34,22 +34,25 @@ def mode_for(device: str, solution: Solution) -> str:
     return "cpu"
 
 
-def collect_environment(device: str, solution: Solution) -> Environment:
+def collect_environment_basics(device: str) -> dict[str, str | None]:
+    """The facts a time depends on: device, its name, and the torch, Triton and CUDA versions."""
     import torch
 
+    name = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or platform.machine()
+    return {"device": device, "device_name": name, "torch": torch.__version__, "triton": triton_version(),
+            "cuda": torch.version.cuda}
+
+
+def collect_environment(device: str, solution: Solution) -> Environment:
     from rooftop.build.backends import nvcc_version
     from rooftop.score.hardware import lookup
 
-    if device == "cuda":
-        name = torch.cuda.get_device_name()
-        gpu = lookup(name)
-        driver = _driver_version()
-    else:
-        name, gpu, driver = platform.processor() or platform.machine(), None, None
+    basics = collect_environment_basics(device)
+    gpu = lookup(str(basics["device_name"])) if device == "cuda" else None
+    driver = driver_version() if device == "cuda" else None
     return Environment(
-        device=device, device_name=name, mode=mode_for(device, solution), gpu_key=gpu.key if gpu else None,
-        python=platform.python_version(), torch=torch.__version__, triton=triton_version(),
-        cuda=torch.version.cuda, nvcc=nvcc_version(), driver=driver,
+        **basics, mode=mode_for(device, solution), gpu_key=gpu.key if gpu else None,
+        python=platform.python_version(), nvcc=nvcc_version(), driver=driver,
         platform=f"{platform.system()} {platform.release()} {platform.machine()}",
         hostname=socket.gethostname(), rooftop=rooftop_version(),
     )
@@ -70,7 +73,7 @@ def fallback_environment(device: str, solution: Solution) -> Environment:
 
 
 
-def _driver_version() -> str | None:
+def driver_version() -> str | None:
     try:
         with open("/proc/driver/nvidia/version") as f:
             first = f.readline()

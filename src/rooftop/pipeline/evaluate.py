@@ -18,7 +18,7 @@ from rooftop.build.cache import cache_root, source_dir
 from rooftop.errors import UserError
 from rooftop.integrity.policy import Violation, check_file_names, check_native, check_source
 from rooftop.integrity.sandbox import plan
-from rooftop.measure.timer import TimingPolicy
+from rooftop.measure.stopping import TimingPolicy
 from rooftop.pipeline.environment import fallback_environment
 from rooftop.pipeline.gates import Driver, GateStop
 from rooftop.pipeline.job import EvalJob, Settings
@@ -62,7 +62,8 @@ def evaluate(problem: Problem, solution: Solution, settings: Settings | None = N
     verdict = Verdict(status=Status.internal_error, reward=None, problem=problem.name,
                       problem_version=problem.spec.version, solution=str(solution.path),
                       source_hash=solution.source_hash, languages=[x.value for x in solution.languages],
-                      shapes_selected=which, reward_fn=settings.reward_fn)
+                      shapes_selected=which, reward_fn=settings.reward_fn,
+                      graphs=settings.graphs and device == "cuda")
     shape_results = {s.name: ShapeResult(shape=s.name, split=s.split.value, params=s.params) for s in shapes}
     verdict.shapes = list(shape_results.values())
     if not _static_gate(verdict, problem, solution):

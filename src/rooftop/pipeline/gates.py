@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import random
 import secrets
-from typing import Any
+import time
+from typing import Any, NamedTuple
 
 import torch
 
 from rooftop.check.compare import Mismatch, compare_outputs, error_figures
 from rooftop.check.probe import check_probes, same_inputs
 from rooftop.integrity.kernels import kernel_share, solution_kernel_names
-from rooftop.measure.timer import Sampler, TimingPolicy
+from rooftop.measure.clocks import SmClock
+from rooftop.measure.stopping import Sampler, TimingPolicy
 from rooftop.pipeline.job import EvalJob, Settings
 from rooftop.pipeline.protocol import Reply
 from rooftop.pipeline.session import ChildSession
@@ -28,6 +30,20 @@ from rooftop.pipeline.verdict import Gate, SeedCheck, ShapeResult, Status
 from rooftop.problem.spec import Shape
 
 AUDIT_SHARE = 0.125  # share of warm-up and timed calls that also run the dispatch audit (their samples are dropped)
+ESCAPED_WORK = 1.1  # profiled kernel time over the event-timed median that means work escaped the events
+
+
+class Called(NamedTuple):
+    """One candidate call as the trusted side saw it."""
+
+    reply: Reply
+    expected: Any
+    inputs: list
+    reference_seconds: float | None
+    wall: float  # trusted wall time of the child's round trip
+    reference_wall: float  # trusted wall time of the reference run
+    reference_clock: float | None  # SM clock (MHz) just after the reference ran
+    clock: float | None  # SM clock just after the candidate's call
 
 
 class GateStop(Exception):
@@ -58,23 +74,35 @@ class Driver:
         self.gate = Gate.correctness
         self._pool: dict[str, list[int]] = {}  # checks off: the seeds every call cycles over
         self.counts_compute = not self.spec.policy.allow_torch_ops  # the dispatch audit has work to do
-        # the profiled call (kernel share, streams), on the GPU with the checks on: every shape
-        # when the problem sets a minimum share, else one shape drawn in secret
+        # the profiled call (kernel share, streams, work outside the events): on the GPU with the
+        # checks on, once per shape
         required = self.spec.policy.min_kernel_share is not None
-        names = [s.name for s in job.shapes]
-        self.profiled = set() if job.device != "cuda" or not self.checks or not (settings.profile or required) \
-            else set(names) if required else {secrets.choice(names)}
-        self.warnings: list[str] = []  # for the verdict: checks that could not run
+        self.profiled = {s.name for s in job.shapes} \
+            if job.device == "cuda" and self.checks and (settings.profile or required) else set()
+        self.warnings: list[str] = []  # for the verdict: checks that could not run, measurements flagged
+        self.sm_clock: SmClock | None = None
+        if job.device == "cuda":
+            self.sm_clock, why = SmClock.open(trusted.device)
+            if self.sm_clock is None:
+                self.warnings.append(f"[clocks] SM clocks were not sampled: {why}")
 
     # -- one call ------------------------------------------------------------------------------
     def call(self, shape: Shape, *, full: bool = False, audit: bool = False, profile: bool = False,
-             timed_reference: bool = False, seed: int | None = None) -> tuple[Reply, Any, list, float | None]:
+             timed: bool = False, seed: int | None = None) -> Called:
+        """One call of the candidate on fresh inputs (timed: with the reference timed before it on
+        the same inputs, both in a CUDA graph under --graphs)."""
         seed = self.seeds.next() if seed is None else seed
         inputs = self.trusted.inputs(shape, seed)
-        expected, reference_seconds = self.trusted.run(shape, inputs, timed=timed_reference)
+        graph = timed and self.settings.graphs and not profile
+        started = time.perf_counter()
+        expected, reference_seconds = self.trusted.run(shape, inputs, timed=timed, graph=graph)
+        reference_wall = time.perf_counter() - started
+        reference_clock = self._clock() if timed else None
         reply, wall = self.session.request(
             "call", self.deadline, gate=self.gate.value, shape=shape.name, seed=seed, full=full, profile=profile,
-            audit=audit and self.checks, check_inputs=full, probe=self.checks or full, reuse=not self.checks)
+            audit=audit and self.checks and not graph, check_inputs=full, probe=self.checks or full,
+            reuse=not self.checks, graph=graph)
+        clock = self._clock() if timed else None
         if reply.failure is not None:
             raise GateStop(self.gate, Status(reply.failure.status), *reply.failure.messages)
         if reply.findings:
@@ -87,7 +115,10 @@ class Driver:
         if reply.seconds is not None and not (0 < reply.seconds <= wall):
             raise GateStop(self.gate, Status.rejected, f"[protocol] the child reported {reply.seconds:.3g} s for a "
                            f"call that took {wall:.3g} s of trusted wall time")
-        return reply, expected, inputs, reference_seconds
+        return Called(reply, expected, inputs, reference_seconds, wall, reference_wall, reference_clock, clock)
+
+    def _clock(self) -> float | None:
+        return self.sm_clock.read() if self.sm_clock is not None else None
 
     # -- correctness ---------------------------------------------------------------------------
     def correctness(self, shape: Shape, result: ShapeResult) -> None:
@@ -95,8 +126,8 @@ class Driver:
         for _ in range(self.settings.seeds_per_shape):
             seed = self.seeds.next()
             self._pool.setdefault(shape.name, []).append(seed)
-            reply, expected, inputs, _ = self.call(shape, full=True, audit=True, seed=seed)
-            check = self._judge(shape, seed, reply, expected, inputs, previous)
+            called = self.call(shape, full=True, audit=True, seed=seed)
+            check = self._judge(shape, seed, called.reply, called.expected, called.inputs, previous)
             result.checks.append(check)
             if not check.ok:
                 result.correct = False
@@ -136,7 +167,10 @@ class Driver:
 
     # -- timing --------------------------------------------------------------------------------
     def timing(self, shape: Shape, result: ShapeResult, policy: TimingPolicy) -> None:
-        candidate, reference = Sampler(policy), Sampler(policy)
+        """Warm-up and timed calls, candidate and reference paired call by call (A B A B ...)."""
+        max_clock = self.sm_clock.max_mhz if self.sm_clock is not None else None
+        candidate, reference = Sampler(policy, max_clock_mhz=max_clock), Sampler(policy, max_clock_mhz=max_clock)
+        walls = [0.0, 0.0]  # trusted wall time around the kept samples: candidate, reference
         pool = self._pool.get(shape.name, [])
         calls = 0
         # the profiled call takes the place of a timed sample drawn in secret: to the child it is
@@ -148,12 +182,12 @@ class Driver:
                                            (not warming and len(candidate.samples) >= profile_at))
             audit = self.checks and self.counts_compute and random.random() < AUDIT_SHARE and not profile
             seed = None if self.checks or not pool else pool[calls % len(pool)]
-            reply, expected, _, ref_seconds = self.call(shape, audit=audit, profile=profile, timed_reference=True,
-                                                        seed=seed)
+            called = self.call(shape, audit=audit, profile=profile, timed=True, seed=seed)
+            reply = called.reply
             calls += 1
             if self.checks:
                 result.timed_checks += 1
-                mismatches = check_probes(self.spec, expected, reply.outputs)
+                mismatches = check_probes(self.spec, called.expected, reply.outputs)
                 if mismatches or reply.aliased_inputs:
                     what = f"{mismatches[0].output}: {mismatches[0].message}" if mismatches else \
                         f"an output shares storage with input(s) {reply.aliased_inputs}"
@@ -165,11 +199,40 @@ class Driver:
             elif warming:
                 candidate.warmed()
                 reference.warmed()
-            elif not audit:  # an audited call ran under the dispatch hook, which slows it: not a sample
-                candidate.add(float(reply.seconds or 0.0))
-                reference.add(float(ref_seconds or 0.0))
+            elif audit:  # an audited call ran under the dispatch hook, which slows it: not a sample
+                continue
+            elif candidate.low_clock(called.clock) or reference.low_clock(called.reference_clock):
+                candidate.drop()  # the pair goes together, so the speedup stays paired
+                reference.drop()
+            else:
+                candidate.add(float(reply.seconds or 0.0), called.clock)
+                reference.add(float(called.reference_seconds or 0.0), called.reference_clock)
+                walls[0] += called.wall
+                walls[1] += called.reference_wall
         clock = self.trusted.clock.name if self.trusted.clock is not None else "unknown"
-        result.candidate, result.reference = candidate.stats(clock), reference.stats(clock)
+        result.candidate, result.reference = candidate.stats(clock, walls[0]), reference.stats(clock, walls[1])
+        self._cross_check(shape, result, candidate)
+
+    def _cross_check(self, shape: Shape, result: ShapeResult, candidate: Sampler) -> None:
+        """Flags on a measurement that is suspect without being proof of cheating."""
+        flags: list[tuple[str, str]] = []
+        stats = result.candidate
+        assert stats is not None
+        if candidate.many_dropped:
+            flags.append(("clocks", f"{candidate.dropped} of {candidate.dropped + stats.n} samples were taken below "
+                          f"{100 * candidate.policy.min_clock_fraction:.0f}% of the {candidate.max_clock_mhz:.0f} MHz "
+                          "maximum SM clock and taken again; the GPU was capped or shared"))
+        if stats.wall_seconds is not None and sum(stats.samples) > stats.wall_seconds:
+            flags.append(("wall", f"the timed samples add up to {sum(stats.samples):.4g} s but the host's wall clock "
+                          f"around them measured {stats.wall_seconds:.4g} s"))
+        kernel_seconds = result.profiled_kernel_seconds
+        if kernel_seconds is not None and stats.n and kernel_seconds > ESCAPED_WORK * stats.median:
+            flags.append(("events", f"the profiled call's kernels took {kernel_seconds * 1e6:.1f} us, "
+                          f"{kernel_seconds / stats.median:.2f}x the {stats.median * 1e6:.1f} us median the events "
+                          "measured: work escaped the timed region"))
+        for tag, message in flags:
+            result.flags.append(tag)
+            self.warnings.append(f"[{tag}] shape '{shape.name}': {message}")
 
     def _judge_profile(self, shape: Shape, result: ShapeResult, reply: Reply) -> None:
         """The profiled call: the solution's share of GPU kernel time, and the streams it used."""
@@ -187,6 +250,7 @@ class Driver:
                            f"{elsewhere[0].name[:80]}); work must run on the caller's current stream, where the "
                            "harness's events see it")
         result.kernel_share = kernel_share(kernels, solution_kernel_names(self.job.solution.files))
+        result.profiled_kernel_seconds = sum(k.microseconds for k in kernels) / 1e6
         minimum = self.spec.policy.min_kernel_share
         if minimum is not None and (result.kernel_share or 0.0) < minimum:
             share = f"{100 * (result.kernel_share or 0.0):.0f}%"

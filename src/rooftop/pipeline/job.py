@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from rooftop.measure.timer import TimingPolicy
+from rooftop.measure.stopping import TimingPolicy
 from rooftop.problem.spec import Problem, Shape
 from rooftop.solution.loader import Solution
 
@@ -29,6 +29,7 @@ class Settings(BaseModel):
     reward_fn: str = "default"
     sandbox: Literal["auto", "bwrap", "none"] = "auto"  # auto: bwrap when installed, else none + a warning
     checks: bool = True  # integrity checks (output probes, audits, fresh inputs per call); off only to measure their cost
+    graphs: bool = False  # GPU: time candidate and reference as CUDA-graph replays (launch-bound shapes)
     profile: bool = True  # GPU: one profiled call (kernel share, streams; forced when the problem sets a minimum share)
 
 

@@ -5,6 +5,9 @@ Runs on the trusted side from raw samples; the candidate never computes its own 
 
 from __future__ import annotations
 
+import json
+
+from rooftop.measure.measurement import ratio_interval
 from rooftop.pipeline.verdict import Gate, GateRecord, Summary, Verdict
 from rooftop.problem.spec import Problem
 from rooftop.score.aggregate import geomean
@@ -29,20 +32,77 @@ def score(verdict: Verdict, problem: Problem, timed: bool) -> list[str]:
         if seconds > 0:
             result.tflops = result.flops / seconds / 1e12 if result.flops else None
             result.gbps = result.bytes / seconds / 1e9 if result.bytes else None
-            result.speedup = result.reference.median / seconds
+        paired = ratio_interval(result.reference.samples, result.candidate.samples)
+        if paired is not None:
+            result.speedup, result.speedup_low, result.speedup_high = paired
+            result.speedups["eager"] = result.speedup
         result.roofline_fraction = roofline_fraction(gpu, peak_dtype, result.flops, result.bytes, seconds)
         why = implausible(gpu, peak_dtype, result.flops, result.bytes, seconds)
         if why:
             impossible.append(f"[roofline] shape '{result.shape}': {why}; work ran outside the timed call")
-    verdict.summary = Summary(
-        shapes=len(verdict.shapes),
-        correct_shapes=sum(1 for r in verdict.shapes if r.correct),
-        geomean_speedup=geomean(r.speedup for r in verdict.shapes),
-        geomean_roofline=geomean(r.roofline_fraction for r in verdict.shapes),
-        geomean_tflops=geomean(r.tflops for r in verdict.shapes),
-        geomean_gbps=geomean(r.gbps for r in verdict.shapes),
-    )
+        why = implausible(gpu, peak_dtype, result.flops, result.bytes, result.reference.median)
+        if why:  # the trusted reference cannot cheat: the datasheet entry or the problem's formulas are wrong
+            verdict.warnings.append(f"[roofline] shape '{result.shape}': the eager reference's {why}; check the "
+                                    "problem's flops/bytes formulas and the datasheet entry")
+    summarize(verdict)
     detail = f"datasheet: {gpu.name}" if gpu else ("no datasheet entry for this device: no roofline"
                                                     if env and env.device == "cuda" else "CPU: no roofline")
     verdict.gates.append(GateRecord(gate=Gate.score, ok=not impossible, detail=detail))
     return impossible
+
+
+def summarize(verdict: Verdict) -> None:
+    """Geometric means over shapes; a reference counts only when every timed shape has its figure."""
+    timed = [r for r in verdict.shapes if r.candidate is not None]
+    kinds = sorted({k for r in timed for k in r.speedups})
+    verdict.summary = Summary(
+        shapes=len(verdict.shapes),
+        correct_shapes=sum(1 for r in verdict.shapes if r.correct),
+        geomean_speedup=geomean(r.speedup for r in verdict.shapes),
+        geomean_speedups={k: g for k in kinds if all(k in r.speedups for r in timed)
+                          and (g := geomean(r.speedups[k] for r in timed)) is not None},
+        geomean_roofline=geomean(r.roofline_fraction for r in verdict.shapes),
+        geomean_tflops=geomean(r.tflops for r in verdict.shapes),
+        geomean_gbps=geomean(r.gbps for r in verdict.shapes),
+    )
+
+
+def baseline_label(kind: str, mode: str) -> str:
+    return f"compile:{mode}" if kind == "compile" and mode not in ("", "default") else kind
+
+
+def apply_baselines(verdict: Verdict, records: list) -> None:
+    """Speedups over the stored references (compile, sota); eager stays the live, paired one.
+
+    A record counts only for the same shape with the same parameters, measured in the same mode
+    (events or graphs) on the same platform, which is how the store looks them up."""
+    by_shape: dict[tuple[str, str], list] = {}
+    for record in records:
+        by_shape.setdefault((record.shape, record.params_key), []).append(record)
+    for result in verdict.shapes:
+        if result.candidate is None or not result.candidate.n or result.candidate.median <= 0:
+            continue
+        key = (result.shape, json.dumps(result.params, sort_keys=True))
+        for record in by_shape.get(key, []):
+            if record.stats is None or not record.stats.n:
+                continue
+            label = baseline_label(record.kind, record.mode)
+            result.baselines[label] = record.stats.median
+            if record.kind != "eager":
+                result.speedups[label] = record.stats.median / result.candidate.median
+    summarize(verdict)
+
+
+def attach_stored_baselines(verdict: Verdict, store: object) -> int:
+    """Look up the stored baselines for the verdict's platform and problem version and apply them;
+    returns how many records applied (0: none stored, `rooftop baselines` makes them)."""
+    from rooftop.measure.baselines import Platform
+
+    env = verdict.environment
+    if env is None or not any(r.candidate for r in verdict.shapes):
+        return 0
+    platform = Platform(device=env.device, device_name=env.device_name, torch=env.torch, triton=env.triton,
+                        cuda=env.cuda)
+    records = store.baselines(platform, verdict.problem, verdict.problem_version, verdict.graphs)  # type: ignore[attr-defined]
+    apply_baselines(verdict, records)
+    return len(records)

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from rooftop.check.inputs import clone, init_inputs, make_inputs, set_precision
+from rooftop.check.inputs import InputPool, clone, init_inputs, make_inputs, set_precision
 from rooftop.problem.spec import Problem, Shape
 
 _counter = itertools.count()
@@ -43,9 +43,11 @@ class TrustedReference:
         self.device = torch.device(device)
         self.weights_seed = weights_seed
         self._models: dict[str, Any] = {}
+        self._pools: dict[str, InputPool] = {}
+        self._graphs: dict[str, Any] = {}
         set_precision(self.spec)
         with blame_reference("importing reference.py"):
-            self.module = _import_reference(problem)
+            self.module = import_reference(problem)
         self.clock: Any = None
 
     def model(self, shape: Shape) -> Any:
@@ -60,8 +62,10 @@ class TrustedReference:
         with blame_reference("get_inputs"):
             return make_inputs(self.module, self.spec, shape, seed, self.device)
 
-    def run(self, shape: Shape, inputs: list[Any], timed: bool = False) -> tuple[Any, float | None]:
-        """The expected output for these inputs (on a copy), and its time when asked."""
+    def run(self, shape: Shape, inputs: list[Any], timed: bool = False,
+            graph: bool = False) -> tuple[Any, float | None]:
+        """The expected output for these inputs (on a copy), and its time when asked: timed
+        like the candidate, from the same kind of input pool, in a CUDA graph when it is."""
         model = self.model(shape)
         args = clone(inputs)
         box: dict[str, Any] = {}
@@ -71,13 +75,28 @@ class TrustedReference:
 
         with torch.no_grad(), blame_reference("the reference forward"):
             seconds = None
-            if timed:
+            if timed and graph and self.device.type == "cuda":
+                graphed = self._graphed(shape, model, args)
+                seconds = self._clock().time(graphed.replay)
+                box["out"] = clone(graphed.outputs)  # the next replay overwrites them
+            elif timed:
+                memory = torch.cuda.get_device_properties(self.device).total_memory \
+                    if self.device.type == "cuda" else None
+                self._pools.setdefault(shape.name, InputPool(memory)).admit(args)
                 seconds = self._clock().time(call)
             else:
                 call()
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
         return box["out"], seconds
+
+    def _graphed(self, shape: Shape, model: Any, args: list[Any]) -> Any:
+        from rooftop.measure.graphs import GraphedCall
+
+        if shape.name not in self._graphs:
+            self._graphs[shape.name] = GraphedCall(model, args)
+        self._graphs[shape.name].load(args)
+        return self._graphs[shape.name]
 
     def _clock(self) -> Any:
         if self.clock is None:
@@ -88,12 +107,14 @@ class TrustedReference:
 
     def release(self) -> None:
         self._models.clear()
+        self._pools.clear()
+        self._graphs.clear()
         self.clock = None
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
 
-def _import_reference(problem: Problem) -> ModuleType:
+def import_reference(problem: Problem) -> ModuleType:
     path = problem.reference
     name = f"rooftop_reference_{next(_counter)}"
     folder = str(path.parent)

@@ -76,9 +76,15 @@ class ShapeResult(BaseModel):
     tflops: float | None = None
     gbps: float | None = None
     roofline_fraction: float | None = None
-    speedup: float | None = None  # reference median / candidate median
+    speedup: float | None = None  # over eager: median of the paired ratios reference / candidate, call by call
+    speedup_low: float | None = None  # the speedup's 95 % interval
+    speedup_high: float | None = None
+    baselines: dict[str, float] = {}  # stored baseline medians in seconds: compile, sota (and eager)
+    speedups: dict[str, float] = {}  # over each reference: eager (paired, as `speedup`), compile, sota
     timed_checks: int = 0  # warm-up and timed calls whose outputs were probed and checked
     kernel_share: float | None = None  # share of profiled GPU kernel time in the solution's own kernels
+    profiled_kernel_seconds: float | None = None  # GPU kernel time of the profiled call, all streams
+    flags: list[str] = []  # cross-checks that failed on this shape: clocks, wall, events (details in warnings)
 
 
 class Environment(BaseModel):
@@ -101,6 +107,7 @@ class Summary(BaseModel):
     shapes: int = 0
     correct_shapes: int = 0
     geomean_speedup: float | None = None
+    geomean_speedups: dict[str, float] = {}  # over each reference with a figure on every timed shape
     geomean_roofline: float | None = None
     geomean_tflops: float | None = None
     geomean_gbps: float | None = None
@@ -121,6 +128,7 @@ class Verdict(BaseModel):
     messages: list[str] = []
     warnings: list[str] = []  # about the evaluation itself (e.g. it ran without a sandbox)
     sandbox: str = "none"
+    graphs: bool = False  # timed calls (candidate and reference) replayed from CUDA graphs
     gates: list[GateRecord] = []
     shapes: list[ShapeResult] = []
     summary: Summary = Summary()

@@ -14,10 +14,16 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from rooftop.errors import UserError
 from rooftop.pipeline.verdict import Verdict
 
-SCHEMA_VERSION = 1
+if TYPE_CHECKING:
+    from rooftop.measure.baselines import BaselineRecord, Platform
+    from rooftop.score.calibrate import HardwareProfile
+
+SCHEMA_VERSION = 2  # 2: baselines and hardware_profiles (added by CREATE IF NOT EXISTS, no migration)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -62,6 +68,32 @@ CREATE TABLE IF NOT EXISTS shape_results (
     speedup REAL,
     PRIMARY KEY (evaluation_id, shape)
 );
+CREATE TABLE IF NOT EXISTS baselines (
+    id INTEGER PRIMARY KEY,
+    created_at TEXT NOT NULL,
+    device TEXT NOT NULL,
+    device_name TEXT NOT NULL,
+    torch TEXT NOT NULL,
+    triton TEXT,
+    cuda TEXT,
+    problem TEXT NOT NULL,
+    problem_version INTEGER NOT NULL,
+    shape TEXT NOT NULL,
+    params TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    graphs INTEGER NOT NULL,
+    median_s REAL,
+    error TEXT NOT NULL,
+    record_json TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS hardware_profiles (
+    id INTEGER PRIMARY KEY,
+    created_at TEXT NOT NULL,
+    device_name TEXT NOT NULL,
+    profile_json TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS baselines_by_key ON baselines(problem, problem_version, device_name, torch);
 CREATE INDEX IF NOT EXISTS evaluations_by_problem ON evaluations(problem, problem_version, status);
 CREATE INDEX IF NOT EXISTS evaluations_by_source ON evaluations(source_hash);
 """
@@ -129,8 +161,49 @@ class Store:
             query, args = query + " WHERE problem = ?", (problem,)
         return [Verdict.model_validate(json.loads(row[0])) for row in self._db.execute(query + " ORDER BY id", args)]
 
+    # -- baselines: newest record wins ---------------------------------------------------------
+    def save_baselines(self, records: list["BaselineRecord"]) -> None:
+        with self._db:
+            self._db.executemany(
+                """INSERT INTO baselines (created_at, device, device_name, torch, triton, cuda, problem,
+                   problem_version, shape, params, kind, mode, graphs, median_s, error, record_json)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                [(_now(), r.platform.device, r.platform.device_name, r.platform.torch, r.platform.triton,
+                  r.platform.cuda, r.problem, r.problem_version, r.shape, r.params_key, r.kind, r.mode,
+                  int(r.graphs), r.stats.median if r.stats else None, r.error, r.model_dump_json())
+                 for r in records])
+
+    def baselines(self, platform: "Platform", problem: str, version: int, graphs: bool = False) -> list["BaselineRecord"]:
+        """The newest record of each (shape, params, kind, mode) for this platform and problem version."""
+        from rooftop.measure.baselines import BaselineRecord
+
+        rows = self._db.execute(
+            """SELECT record_json FROM baselines WHERE device = ? AND device_name = ? AND torch = ?
+               AND triton IS ? AND cuda IS ? AND problem = ? AND problem_version = ? AND graphs = ?
+               ORDER BY id""",
+            (platform.device, platform.device_name, platform.torch, platform.triton, platform.cuda, problem,
+             version, int(graphs))).fetchall()
+        newest: dict[tuple[str, str, str, str], BaselineRecord] = {}
+        for (text,) in rows:
+            record = BaselineRecord.model_validate_json(text)
+            newest[(record.shape, record.params_key, record.kind, record.mode)] = record
+        return list(newest.values())
+
+    # -- hardware profiles ------------------------------------------------------------------
+    def save_profile(self, profile: "HardwareProfile") -> None:
+        with self._db:
+            self._db.execute("INSERT INTO hardware_profiles (created_at, device_name, profile_json) VALUES (?, ?, ?)",
+                             (_now(), profile.device_name, profile.model_dump_json()))
+
+    def profile(self, device_name: str) -> "HardwareProfile | None":
+        from rooftop.score.calibrate import HardwareProfile
+
+        row = self._db.execute("SELECT profile_json FROM hardware_profiles WHERE device_name = ? ORDER BY id DESC "
+                               "LIMIT 1", (device_name,)).fetchone()
+        return HardwareProfile.model_validate_json(row[0]) if row else None
+
     def count(self, table: str = "evaluations") -> int:
-        if table not in {"runs", "evaluations", "shape_results"}:
+        if table not in {"runs", "evaluations", "shape_results", "baselines", "hardware_profiles"}:
             raise ValueError(table)
         return int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 

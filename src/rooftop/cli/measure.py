@@ -1,0 +1,115 @@
+"""`rooftop baselines` and `rooftop calibrate`: the references and the ceilings scores are read against."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from rooftop.cli.main import DbOpt, DeviceOpt, GraphsOpt, JsonOpt, ShapesOpt, _progress, app, out
+from rooftop.errors import UserError
+
+
+@app.command("baselines")
+def baselines_command(
+    target: Annotated[str, typer.Argument(help="problem folder or '<deck>/<name>', or a bundled deck name")],
+    kinds: Annotated[str, typer.Option("--kinds", help="comma-separated: eager, compile, sota")] = "eager,compile,sota",
+    compile_mode: Annotated[str, typer.Option("--compile-mode", help="default | max-autotune")] = "default",
+    device: DeviceOpt = "auto",
+    shapes: ShapesOpt = "auto",
+    graphs: GraphsOpt = False,
+    json_output: JsonOpt = False,
+    db: DbOpt = Path("rooftop.db"),
+) -> None:
+    """Time the references (eager, torch.compile, the problem's sota.py) and store them for reuse."""
+    from rooftop.cli.render import seconds
+    from rooftop.measure.baselines import COMPILE_MODES, KINDS, time_baselines
+    from rooftop.pipeline.evaluate import resolve_device, select_shapes
+    from rooftop.problem.registry import bundled_names, resolve
+    from rooftop.score.hardware import lookup
+    from rooftop.score.roofline import roofline_fraction
+    from rooftop.store.db import Store
+
+    chosen = tuple(k.strip() for k in kinds.split(",") if k.strip())
+    unknown = [k for k in chosen if k not in KINDS]
+    if unknown or not chosen:
+        raise UserError(f"--kinds: expected a comma-separated subset of {', '.join(KINDS)} (got '{kinds}')")
+    if compile_mode not in COMPILE_MODES:
+        raise UserError(f"--compile-mode: expected one of {', '.join(COMPILE_MODES)} (got '{compile_mode}')")
+    if device not in ("auto", "cpu", "cuda"):
+        raise UserError(f"--device: expected one of auto, cpu, cuda (got '{device}')")
+    names = bundled_names(target) if "/" not in target and not Path(target).exists() else []
+    problems = [resolve(n) for n in names] if names else [resolve(target)]
+    dev = resolve_device(device)
+    if graphs and dev != "cuda":
+        raise UserError("--graphs: CUDA graphs need a GPU")
+    store = Store(db)
+    records = []
+    with _progress(not json_output) as bar:
+        task = bar.add_task("baselines", total=None)
+        for problem in problems:
+            _, selected = select_shapes(problem, shapes, dev)
+            made = time_baselines(problem, selected, dev, chosen, compile_mode, graphs,
+                                  progress=lambda step: bar.update(task, description=step))
+            store.save_baselines(made)  # each problem's records are kept as soon as they exist
+            records += [(problem, r) for r in made]
+    store.close()
+    if json_output:
+        sys.stdout.write(json.dumps([json.loads(r.model_dump_json()) for _, r in records], indent=2) + "\n")
+        return
+    table = Table(title=f"baselines on {records[0][1].platform.device_name if records else dev}", header_style="bold")
+    for col in ("problem", "shape", "kind", "median", "±", "n", "stop", "TFLOP/s", "GB/s", "roof", "note"):
+        table.add_column(col, justify="left" if col in ("problem", "shape", "kind", "note") else "right")
+    for problem, r in records:
+        spec, shape = problem.spec, next(s for s in problem.spec.all_shapes() if s.name == r.shape)
+        flops, nbytes = spec.flops_for(shape), spec.bytes_for(shape)
+        st = r.stats
+        gpu = lookup(r.platform.device_name) if r.platform.device == "cuda" else None
+        roof = roofline_fraction(gpu, spec.peak_dtype or spec.dtype, flops, nbytes, st.median) if st else None
+        table.add_row(problem.name, r.shape, r.kind + (f":{r.mode}" if r.mode not in ("", "default") else ""),
+                      seconds(st.median) if st else "-", f"{st.rse:.1%}" if st and st.rse is not None else "-",
+                      str(st.n) if st else "-", st.stopped_by if st else "-",
+                      f"{flops / st.median / 1e12:.2f}" if st and flops else "-",
+                      f"{nbytes / st.median / 1e9:.1f}" if st and nbytes else "-",
+                      f"{roof:.1%}" if roof is not None else "-", r.error[:80])
+    out.print(table)
+    out.print(f"[dim]stored in {db}; evaluations on this platform reuse them[/dim]")
+
+
+@app.command("calibrate")
+def calibrate_command(json_output: JsonOpt = False, db: DbOpt = Path("rooftop.db")) -> None:
+    """Measure this GPU's ceilings (matmul per dtype, copy bandwidth) and store its hardware profile."""
+    import torch
+
+    from rooftop.score.calibrate import calibrate
+    from rooftop.store.db import Store
+
+    if not torch.cuda.is_available():
+        raise UserError("calibrate: no CUDA GPU is visible to torch on this machine")
+    with _progress(not json_output) as bar:
+        task = bar.add_task("calibrate", total=None)
+        profile = calibrate(progress=lambda step: bar.update(task, description=f"calibrate: {step}"))
+    store = Store(db)
+    store.save_profile(profile)
+    store.close()
+    if json_output:
+        sys.stdout.write(profile.model_dump_json(indent=2) + "\n")
+        return
+    out.print(f"[bold]{profile.device_name}[/bold] (datasheet entry {profile.gpu_key or 'none'}) · "
+              f"{profile.sms} SMs · L2 {profile.l2_bytes / 2**20:.1f} MiB · {profile.memory_bytes / 2**30:.1f} GiB · "
+              f"SM clock max {profile.sm_max_mhz or '-'} MHz · driver {profile.driver or '-'}", highlight=False)
+    table = Table(header_style="bold")
+    for col in ("ceiling", "measured", "datasheet", "fraction", "±", "clock MHz", "how"):
+        table.add_column(col, justify="left" if col in ("ceiling", "how") else "right")
+    rows = [(f"matmul {k} TFLOP/s", c) for k, c in profile.matmul_tflops.items()] + \
+        [("copy GB/s", profile.copy_gbps)]
+    for label, c in rows:
+        table.add_row(label, f"{c.measured:.1f}" if c.measured else "-", f"{c.datasheet:g}" if c.datasheet else "-",
+                      f"{c.fraction:.1%}" if c.fraction else "-", f"{c.rse:.2%}" if c.rse is not None else "-",
+                      f"{c.clock_median_mhz:.0f}" if c.clock_median_mhz else "-", c.error or c.what)
+    out.print(table)
+    out.print(f"[dim]the datasheet stays the roofline's denominator; profile stored in {db}[/dim]")

@@ -1,0 +1,169 @@
+"""The references a solution is compared with: eager PyTorch, torch.compile and the problem's SOTA.
+
+They are trusted code, so they are timed in this process (measure.loop), with the same method as
+candidates: fresh pooled inputs, L2 flush, one event pair per call, adaptive stopping, SM-clock
+rule. Timing them takes minutes (torch.compile autotunes), so records are kept in the results
+database keyed by device, software versions, problem version and shape, and reused by every
+evaluation until `rooftop baselines` computes them again.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+import sys
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+import torch
+from pydantic import BaseModel, Field
+
+from rooftop.check.compare import compare_outputs
+from rooftop.check.inputs import clone, init_inputs, make_inputs, set_precision
+from rooftop.measure.clocks import SmClock
+from rooftop.measure.loop import clock_for, measure
+from rooftop.measure.measurement import TimingStats
+from rooftop.measure.stopping import TimingPolicy
+from rooftop.pipeline.trusted import import_reference
+from rooftop.problem.spec import Problem, Shape
+
+KINDS = ("eager", "compile", "sota")
+COMPILE_MODES = ("default", "max-autotune")
+
+
+class Platform(BaseModel):
+    """What a baseline's time depends on besides the problem: the key records are stored under."""
+
+    device: str
+    device_name: str
+    torch: str
+    triton: str | None = None
+    cuda: str | None = None
+
+    @classmethod
+    def here(cls, device: str) -> "Platform":
+        from rooftop.pipeline.environment import collect_environment_basics
+
+        return cls.model_validate(collect_environment_basics(device))
+
+
+class BaselineRecord(BaseModel):
+    platform: Platform
+    problem: str
+    problem_version: int
+    shape: str
+    params: dict[str, Any]
+    kind: str  # eager | compile | sota
+    mode: str = ""  # compile: default | max-autotune
+    graphs: bool = False
+    stats: TimingStats | None = None  # None when it could not be timed (error says why)
+    error: str = ""
+    created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+
+    @property
+    def params_key(self) -> str:
+        return json.dumps(self.params, sort_keys=True)
+
+
+def sota_module(problem: Problem) -> Any | None:
+    """The problem's sota.py, imported; None when it has none."""
+    if problem.sota is None:
+        return None
+    spec = importlib.util.spec_from_file_location(f"rooftop_sota_{problem.name.replace('/', '_')}", problem.sota)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {problem.sota}")
+    module = importlib.util.module_from_spec(spec)
+    folder = str(problem.sota.parent)
+    sys.path.insert(0, folder)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(folder)
+    return module
+
+
+def _build(kind: str, problem: Problem, reference: Any, sota: Any, shape: Shape, device: torch.device,
+           mode: str) -> Callable[..., Any]:
+    spec = problem.spec
+    init = init_inputs(reference, spec, shape)
+    torch.manual_seed(0)
+    eager = reference.Model(*clone(init)).to(device).eval()
+    if kind == "eager":
+        return eager
+    if kind == "compile":
+        return torch.compile(eager, mode=None if mode == "default" else mode)
+    available = getattr(sota, "available", None)
+    if callable(available):
+        answer = available()
+        if answer is not True:
+            raise _Unavailable(answer if isinstance(answer, str) and answer else
+                               "sota.py says its library is not available on this platform")
+    torch.manual_seed(0)
+    model = sota.Model(*clone(init))
+    if isinstance(model, torch.nn.Module):
+        state, theirs = eager.state_dict(), model.state_dict()
+        if state and state.keys() == theirs.keys():
+            model.load_state_dict(state)
+        model = model.to(device).eval()
+    return model
+
+
+class _Unavailable(Exception):
+    pass
+
+
+def time_baselines(problem: Problem, shapes: list[Shape], device: str, kinds: tuple[str, ...] = KINDS,
+                   mode: str = "default", graphs: bool = False, policy: TimingPolicy | None = None,
+                   progress: Callable[[str], None] | None = None) -> list[BaselineRecord]:
+    """Time each reference kind on each shape; a kind that fails is recorded with its error."""
+    dev = torch.device(device)
+    set_precision(problem.spec)
+    platform = Platform.here(device)
+    reference = import_reference(problem)
+    sota = sota_module(problem) if "sota" in kinds else None
+    policy = policy or TimingPolicy.for_device(device)
+    clock = clock_for(dev)
+    sm_clock = SmClock.open(dev)[0] if dev.type == "cuda" else None
+    memory = torch.cuda.get_device_properties(dev).total_memory if dev.type == "cuda" else None
+    seeds = random.Random(20261121)
+    records = []
+    for shape in shapes:
+        for kind in kinds:
+            if kind == "sota" and sota is None:
+                continue
+            record = BaselineRecord(platform=platform, problem=problem.name, problem_version=problem.spec.version,
+                                    shape=shape.name, params=shape.params, kind=kind,
+                                    mode=mode if kind == "compile" else "", graphs=graphs)
+            if progress:
+                progress(f"{problem.name} {shape.name}: {kind}")
+            try:
+                fn = _build(kind, problem, reference, sota, shape, dev, mode)
+                record.error = _check(problem, reference, shape, dev, fn)
+                if not record.error:
+                    def fresh() -> list[Any]:
+                        return make_inputs(reference, problem.spec, shape, seeds.randrange(2**31 - 1), dev)
+
+                    record.stats = measure(fn, fresh, policy, clock, sm_clock, graph=graphs and dev.type == "cuda",
+                                           memory_bytes=memory)
+            except _Unavailable as exc:
+                record.error = f"not available here: {exc}"
+            except Exception as exc:
+                record.error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+            records.append(record)
+            if dev.type == "cuda":
+                torch.cuda.empty_cache()
+    return records
+
+
+def _check(problem: Problem, reference: Any, shape: Shape, device: torch.device, fn: Callable[..., Any]) -> str:
+    """A baseline must compute the reference's answer before its time means anything."""
+    inputs = make_inputs(reference, problem.spec, shape, 12345, device)
+    torch.manual_seed(0)
+    eager = reference.Model(*clone(init_inputs(reference, problem.spec, shape))).to(device).eval()
+    with torch.no_grad():
+        expected = eager(*clone(inputs))
+        got = fn(*clone(inputs))
+    mismatches = compare_outputs(problem.spec, expected, got, inputs)
+    return f"does not match the reference: {mismatches[0].output}: {mismatches[0].message}" if mismatches else ""
