@@ -9,32 +9,17 @@ from typing import Annotated
 
 import typer
 import yaml
-from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from rooftop.cli.common import (DbOpt, DeviceOpt, GraphsOpt, JsonOpt, SandboxOpt, ShapesOpt, TimeoutOpt, progress_bar,
+                                err, out)
+from rooftop.cli.measure import register as register_measure_commands
 from rooftop.errors import UserError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="rooftop: build, check, time and score GPU kernels against the hardware roof.")
 problems_app = typer.Typer(help="List bundled problems, or show one.", pretty_exceptions_enable=False)
 app.add_typer(problems_app, name="problems")
-
-# a pipe or a file gets wide tables; a terminal gets its own width
-out = Console(width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True)
-
-DeviceOpt = Annotated[str, typer.Option("--device", help="auto | cpu | cuda")]
-ShapesOpt = Annotated[str, typer.Option("--shapes", help="auto | visible | held_out | all | smoke "
-                                        "(auto: all on a GPU, smoke shapes on a CPU)")]
-DbOpt = Annotated[Path, typer.Option("--db", help="SQLite results database (appended to)")]
-TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1,
-                      help="wall-clock seconds per gate (per shape for correctness and timing)")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="print only the JSON document on stdout")]
-SandboxOpt = Annotated[str, typer.Option("--sandbox", help="auto | bwrap | none (auto: bwrap when installed)")]
-GraphsOpt = Annotated[bool, typer.Option("--graphs", help="time candidate and reference as CUDA-graph replays "
-                                         "(for launch-bound shapes)")]
-
 
 def _settings(device: str, shapes: str, timeout: float, seed: int | None, timing: bool, sandbox: str,
               graphs: bool = False):
@@ -58,11 +43,6 @@ def _settings(device: str, shapes: str, timeout: float, seed: int | None, timing
         raise UserError("--graphs: CUDA graphs need a GPU (got --device cpu)")
     return Settings(device=device, shapes=shapes, timeout=timeout, seed=seed, timing=timing,
                     build_timeout=max(timeout, 900.0), sandbox=sandbox, graphs=graphs)
-
-
-def _progress(enabled: bool) -> Progress:
-    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                    TimeElapsedColumn(), console=err, transient=True, disable=not enabled)
 
 
 @app.command("eval")
@@ -91,7 +71,7 @@ def eval_command(
     sol = load_solution(solution)
     settings = _settings(device, shapes, timeout, seed, timing, sandbox, graphs)
     store = Store(db)
-    with _progress(not json_output) as bar:
+    with progress_bar(not json_output) as bar:
         task = bar.add_task(f"{spec.name}: {sol.path.name}", total=None)
         verdict = evaluate(spec, sol, settings, progress=lambda step: bar.update(task, description=f"{sol.path.name}: {step}"))
     stored = attach_stored_baselines(verdict, store)
@@ -139,7 +119,7 @@ def demo_command(
     store.start_run()
     rows = []
     dev = resolve_device(settings.device)
-    with _progress(not json_output) as bar:
+    with progress_bar(not json_output) as bar:
         task = bar.add_task("demo", total=len(jobs))
         for problem, entry, expected in jobs:
             bar.update(task, description=f"{problem.name}: {entry.name}")
@@ -231,7 +211,7 @@ def problems_show(name: Annotated[str, typer.Argument(help="bundled name or path
               f"{'allowed' if policy.allow_torch_ops else 'not allowed'}")
 
 
-from rooftop.cli import measure as _measure  # noqa: E402,F401  (registers baselines and calibrate)
+register_measure_commands(app)
 
 
 def main() -> None:

@@ -10,11 +10,15 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from rooftop.cli.main import DbOpt, DeviceOpt, GraphsOpt, JsonOpt, ShapesOpt, _progress, app, out
+from rooftop.cli.common import DbOpt, DeviceOpt, GraphsOpt, JsonOpt, ShapesOpt, progress_bar, out
 from rooftop.errors import UserError
 
 
-@app.command("baselines")
+def register(app: typer.Typer) -> None:
+    app.command("baselines")(baselines_command)
+    app.command("calibrate")(calibrate_command)
+
+
 def baselines_command(
     target: Annotated[str, typer.Argument(help="problem folder or '<deck>/<name>', or a bundled deck name")],
     kinds: Annotated[str, typer.Option("--kinds", help="comma-separated: eager, compile, sota")] = "eager,compile,sota",
@@ -49,7 +53,7 @@ def baselines_command(
         raise UserError("--graphs: CUDA graphs need a GPU")
     store = Store(db)
     records = []
-    with _progress(not json_output) as bar:
+    with progress_bar(not json_output) as bar:
         task = bar.add_task("baselines", total=None)
         for problem in problems:
             _, selected = select_shapes(problem, shapes, dev)
@@ -80,7 +84,6 @@ def baselines_command(
     out.print(f"[dim]stored in {db}; evaluations on this platform reuse them[/dim]")
 
 
-@app.command("calibrate")
 def calibrate_command(json_output: JsonOpt = False, db: DbOpt = Path("rooftop.db")) -> None:
     """Measure this GPU's ceilings (matmul per dtype, copy bandwidth) and store its hardware profile."""
     import torch
@@ -90,7 +93,7 @@ def calibrate_command(json_output: JsonOpt = False, db: DbOpt = Path("rooftop.db
 
     if not torch.cuda.is_available():
         raise UserError("calibrate: no CUDA GPU is visible to torch on this machine")
-    with _progress(not json_output) as bar:
+    with progress_bar(not json_output) as bar:
         task = bar.add_task("calibrate", total=None)
         profile = calibrate(progress=lambda step: bar.update(task, description=f"calibrate: {step}"))
     store = Store(db)

@@ -83,7 +83,7 @@ def shape_table(verdict: Verdict) -> Table:
         if r.speedup_low is not None and r.speedup_high is not None:
             speedup += f" ({r.speedup_low:.2f}–{r.speedup_high:.2f})"
         row = [r.shape, r.split, correct, number(err, "{:.1e}"),
-               seconds(c.median) if c else "-", number(c.rse if c else None, "{:.1%}"),
+               seconds(c.median) if c else "-", number(c.rse if c else None, "{:.2%}"),
                str(c.n) if c else "-", c.stopped_by if c else "-",
                *([number(c.clock_median_mhz if c else None, "{:.0f}")] if with_clock else []),
                seconds(r.reference.median) if r.reference else "-", speedup,

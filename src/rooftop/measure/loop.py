@@ -51,4 +51,5 @@ def measure(fn: Callable[..., Any], fresh_inputs: Callable[[], list[Any]], polic
                 sampler.warmed()
             elif sampler.add(seconds, mhz):
                 wall += elapsed
+            time.sleep(sampler.pause_after(seconds, mhz))
     return sampler.stats(clock.name, wall)

@@ -34,6 +34,12 @@ class TimingPolicy(BaseModel):
     min_clock_fraction: float = 0.75
     many_dropped: float = 0.1  # share of low-clock samples that flags the measurement
     max_dropped: int = 50  # past this many, a GPU capped for good is measured as it is (and flagged)
+    # a sample taken below this share of the maximum clock (a GPU at its power limit) is followed
+    # by an idle pause of `cooldown` times its duration (at most max_cooldown_seconds), so
+    # long compute-bound calls are timed as the GPU runs them, not as a heat-soaked loop does
+    cool_below: float = 0.9
+    cooldown: float = 2.0
+    max_cooldown_seconds: float = 0.05
 
     @classmethod
     def for_device(cls, device: str) -> "TimingPolicy":
@@ -104,6 +110,13 @@ class Sampler:
             self.stopped_by = "max_seconds"
         elif self._wall() - self._began > p.max_wall_seconds:
             self.stopped_by = "max_wall_seconds"
+
+    def pause_after(self, seconds: float, clock_mhz: float | None) -> float:
+        """Seconds to leave the GPU idle after a sample taken at this clock (0: none needed)."""
+        p = self.policy
+        if clock_mhz is None or self.max_clock_mhz is None or clock_mhz >= p.cool_below * self.max_clock_mhz:
+            return 0.0
+        return min(p.max_cooldown_seconds, p.cooldown * seconds)
 
     @property
     def many_dropped(self) -> bool:

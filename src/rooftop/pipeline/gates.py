@@ -209,6 +209,9 @@ class Driver:
                 reference.add(float(called.reference_seconds or 0.0), called.reference_clock)
                 walls[0] += called.wall
                 walls[1] += called.reference_wall
+            if not profile:  # a GPU at its power limit idles a while before the next pair
+                time.sleep(max(candidate.pause_after(float(reply.seconds or 0.0), called.clock),
+                               reference.pause_after(float(called.reference_seconds or 0.0), called.reference_clock)))
         clock = self.trusted.clock.name if self.trusted.clock is not None else "unknown"
         result.candidate, result.reference = candidate.stats(clock, walls[0]), reference.stats(clock, walls[1])
         self._cross_check(shape, result, candidate)

@@ -78,7 +78,7 @@ def _matmul(dtype: str, n: int, device: torch.device) -> tuple[Callable[..., Any
         return scaled, [fa, fb]
     if dtype == "int8":
         ia = torch.randint(-64, 64, (n, n), device=device, dtype=torch.int8)
-        ib = torch.randint(-64, 64, (n, n), device=device, dtype=torch.int8)
+        ib = torch.randint(-64, 64, (n, n), device=device, dtype=torch.int8).t().contiguous().t()  # column-major: the IMMA path
         return torch._int_mm, [ia, ib]
     raise ValueError(dtype)
 
