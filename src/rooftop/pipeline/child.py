@@ -130,6 +130,8 @@ class Harness:
             else:
                 memory = torch.cuda.get_device_properties(self.device).total_memory \
                     if self.device.type == "cuda" else None
+                for other in [n for n in self.pools if n != shape.name]:  # one shape's pool at a time
+                    del self.pools[other]
                 self.pools.setdefault(shape.name, InputPool(memory)).admit(inputs)
         reply: dict[str, Any] = {}
         if request.get("check_inputs"):
@@ -188,6 +190,7 @@ class Harness:
 
         try:
             if name not in self.graphs:
+                self.graphs.clear()  # one shape's graph at a time
                 self.graphs[name] = GraphedCall(model, inputs)
             self.graphs[name].load(inputs)
         except GraphCaptureFailed as exc:

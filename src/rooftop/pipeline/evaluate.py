@@ -144,6 +144,9 @@ def child_env(job: EvalJob) -> dict[str, str]:
     if job.device == "cpu":
         env["TRITON_INTERPRET"] = "1"
         env["CUDA_VISIBLE_DEVICES"] = ""
+        # the two processes take turns on the same cores: idle OpenMP workers must sleep, not spin
+        # through the other side's call (which made CPU times several times too slow)
+        env["OMP_WAIT_POLICY"] = "PASSIVE"
     return env
 
 

@@ -82,6 +82,8 @@ class TrustedReference:
             elif timed:
                 memory = torch.cuda.get_device_properties(self.device).total_memory \
                     if self.device.type == "cuda" else None
+                for other in [n for n in self._pools if n != shape.name]:  # one shape's pool at a time
+                    del self._pools[other]
                 self._pools.setdefault(shape.name, InputPool(memory)).admit(args)
                 seconds = self._clock().time(call)
             else:
@@ -94,6 +96,7 @@ class TrustedReference:
         from rooftop.measure.graphs import GraphedCall
 
         if shape.name not in self._graphs:
+            self._graphs.clear()  # one shape's graph at a time
             self._graphs[shape.name] = GraphedCall(model, args)
         self._graphs[shape.name].load(args)
         return self._graphs[shape.name]

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from rooftop.measure.measurement import TimingStats
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: paired speedup interval, stored baselines, clocks, cross-check flags, graphs
 
 
 class Status(str, Enum):
