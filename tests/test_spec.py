@@ -97,9 +97,12 @@ def test_default_tolerances_by_problem_dtype():
 
 def test_override_is_resolved_by_the_problem_dtype_not_the_output_dtype():
     """An fp8 problem with a bf16 output uses the fp8 override (a peer's check applied the bf16 one)."""
-    s = spec(dtype="float8_e4m3fn", tolerance={"fp8_e4m3": 0.15, "bfloat16": 0.01})
+    s = spec(dtype="float8_e4m3fn", tolerance={"fp8_e4m3": 0.15})
     tol = s.tolerance_for("bfloat16")
     assert (tol.atol, tol.rtol) == (0.15, 0.15)
+    # an override keyed by another dtype would never apply: it is an error, not a silent no-op
+    with pytest.raises(ValueError, match="override for bfloat16 never applies"):
+        spec(dtype="float8_e4m3fn", tolerance={"fp8_e4m3": 0.15, "bfloat16": 0.01})
     assert spec(dtype="bf16", tolerance={"torch.bfloat16": {"atol": 0.05, "rtol": 0.02, "norm": 0.01}}) \
         .tolerance_for("bfloat16") == Tolerance(atol=0.05, rtol=0.02, norm=0.01)
 

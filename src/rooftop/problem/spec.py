@@ -144,6 +144,11 @@ class ProblemSpec(Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> "ProblemSpec":
+        dead = [k for k in self.tolerance if k != self.dtype]
+        if dead:  # an override that never applies is worse than none: it reads as if it did
+            raise ValueError(f"tolerance: the override for {', '.join(dead)} never applies; the tolerance is "
+                             f"chosen by the problem's dtype ({self.dtype}), so key it '{self.dtype}' (or use "
+                             "an output's own 'tolerance')")
         seen: set[str] = set()
         for shape in self.all_shapes():
             if shape.name in seen:
