@@ -86,6 +86,11 @@ def test_indices_of_ties_pass_by_gathering():
     assert compare_outputs(s, ref, (torch.tensor([[3.0]]), torch.tensor([[2]])), [x]) == []  # the other tie
     [m] = compare_outputs(s, ref, (torch.tensor([[3.0]]), torch.tensor([[0]])), [x])
     assert m.output.startswith("indices")
+    # a tie is not a licence to name the same element twice
+    ref2 = (torch.tensor([[3.0, 3.0]]), torch.tensor([[1, 2]]))
+    assert compare_outputs(s, ref2, (torch.tensor([[3.0, 3.0]]), torch.tensor([[2, 1]])), [x]) == []
+    [m] = compare_outputs(s, ref2, (torch.tensor([[3.0, 3.0]]), torch.tensor([[1, 1]])), [x])
+    assert "repeat" in m.message
 
 
 def test_storage_overlap():

@@ -65,6 +65,8 @@ def rules(source: str, policy: Policy = SOFTMAX) -> set[str]:
     ("try:\n    y = kernel(x)\nexcept RuntimeError:\n    y = x.softmax(-1)", "fallback"),
     ("exec('import socket')", "dynamic-code"),
     ("m = __import__('socket')", "dynamic-code"),
+    ("import torch\nop = getattr(torch, 'to' + 'pk')", "dynamic-code"),
+    ("import torch\nop = vars(torch)['topk']", "dynamic-code"),
     ('SRC = "void f() { cudaStream_t s; cudaStreamCreate(&s); }"', "stream"),
     ('SRC = "void f() { std::thread t(work); t.join(); }"', "thread"),
 ])

@@ -75,6 +75,13 @@ def _compare_one(spec: ProblemSpec, out_spec: OutputSpec | None, name: str, ref:
             gathered = torch.gather(source, rule.dim, cand.long())
         except (RuntimeError, IndexError) as exc:
             return Mismatch(name, f"indices are out of range for input {rule.input}: {exc}")
+        ordered = cand.long().sort(dim=rule.dim).values  # each index names a different element
+        repeats = int((ordered.narrow(rule.dim, 1, max(ordered.shape[rule.dim] - 1, 0)) ==
+                       ordered.narrow(rule.dim, 0, max(ordered.shape[rule.dim] - 1, 0))).sum()) \
+            if cand.dim() and cand.shape[rule.dim] > 1 else 0
+        if repeats:
+            return Mismatch(name, f"{repeats} indices repeat an earlier one along dim {rule.dim}: each must name a "
+                            "different element (a tie is broken by choosing another of the tied elements)")
         return _compare_one(spec, None, f"{name} (values gathered at the indices)",
                             refs[rule.values_output], gathered, refs, inputs)
     tolerance = None if mode is Compare.exact else spec.tolerance_for(dtypes.from_torch(ref.dtype), out_spec)

@@ -212,7 +212,21 @@ def _dynamic_code(tree: ast.Module, aliases: dict[str, str], _p: Policy, _ops: s
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in DYNAMIC_CODE:
             out.append((node, "dynamic-code", f"'{node.func.id}()' runs code the policy cannot read"))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "vars") \
+                and _computed_lookup(node):
+            out.append((node, "dynamic-code", f"'{node.func.id}()' with a computed name reaches an attribute the "
+                        "policy cannot read (a forbidden op spelled at run time)"))
     return out
+
+
+def _computed_lookup(call: ast.Call) -> bool:
+    """getattr(obj, <not a string literal>) on anything but self; vars() of a module or class."""
+    if call.func.id == "vars":  # type: ignore[union-attr]
+        return True
+    if len(call.args) < 2 or (isinstance(call.args[0], ast.Name) and call.args[0].id == "self"):
+        return False
+    name = call.args[1]
+    return not (isinstance(name, ast.Constant) and isinstance(name.value, str))
 
 
 def _introspection(tree: ast.Module, _a: dict[str, str], _p: Policy, _ops: set[str]) -> list[Finding]:
