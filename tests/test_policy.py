@@ -112,3 +112,12 @@ def test_native_files_are_checked_too():
     [(rule, line, _)] = check_native("int main() {\n  // cudaStreamCreate(&s) in a comment is fine\n"
                                      "  cudaStreamCreateWithFlags(&s, 1);\n}")
     assert rule == "stream" and line == 3
+
+
+def test_a_forbidden_private_op_is_caught_by_its_own_name():
+    from rooftop.problem.spec import Policy
+
+    policy = Policy(forbidden=["torch._scaled_mm", "torch._softmax"])
+    for source in ("import torch\ny = torch._scaled_mm(a, b)", "import torch as t\ny = t._softmax(x, -1, False)",
+                   "import torch\ny = torch.ops.aten._scaled_mm(a, b)", "y = x._softmax(-1, False)"):
+        assert "forbidden-op" in [v.rule for v in check_source(source, policy, "s.py")], source

@@ -69,6 +69,7 @@ def check_source(source: str, policy: Policy, filename: str = "solution.py") -> 
     tree = ast.parse(source, filename=filename)
     aliases = _aliases(tree)
     forbidden_ops = {f.rsplit(".", 1)[-1] for f in policy.forbidden if f != "@"}
+    bare_ops = {op.lstrip("_") for op in forbidden_ops}  # torch._foo and torch.foo are one op to the policy
     forbid_matmul_operator = "@" in policy.forbidden or "matmul" in forbidden_ops
     found: list[Violation] = []
     seen: set[tuple[int, str]] = set()
@@ -88,12 +89,12 @@ def check_source(source: str, policy: Policy, filename: str = "solution.py") -> 
             continue
         dotted = _resolve(node, aliases)
         if dotted is None:
-            if isinstance(node, ast.Attribute) and node.attr in forbidden_ops and id(node) in called:
+            if isinstance(node, ast.Attribute) and node.attr.lstrip("_") in bare_ops and id(node) in called:
                 report("forbidden-op", node, f"'.{node.attr}' is forbidden by this problem "
                        f"(Tensor.{node.attr} or a library {node.attr})")
             continue
         last = dotted.rsplit(".", 1)[-1]
-        if dotted.startswith("torch") and last.lstrip("_") in forbidden_ops:
+        if dotted.startswith("torch") and last.lstrip("_") in bare_ops:
             report("forbidden-op", node, f"'{dotted}' is forbidden by this problem")
         elif not dotted.startswith("torch") and dotted in policy.forbidden:
             report("forbidden-op", node, f"'{dotted}' is forbidden by this problem")
