@@ -193,7 +193,7 @@ def problems_show(name: Annotated[str, typer.Argument(help="bundled name or path
         sys.stdout.write(spec.model_dump_json(indent=2) + "\n")
         return
     out.print(f"[bold]{problem.name}[/bold] v{spec.version}: {spec.title}")
-    out.print(spec.description.strip())
+    out.print(spec.description.strip(), markup=False, highlight=False)
     tol = spec.tolerance_for(spec.dtype)
     out.print(f"dtype {spec.dtype} · regime {spec.regime} · flops {spec.flops or '-'} · bytes {spec.bytes or '-'}"
               + (f" · tolerance atol={tol.atol:g} rtol={tol.rtol:g} norm={tol.norm_bound:g}" if tol else " · exact"))
