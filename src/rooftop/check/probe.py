@@ -49,7 +49,10 @@ def probe_output(value: Any, count: int = PROBE_SIZE) -> Probe:
             generator = torch.Generator().manual_seed(secrets.randbits(63))
             positions = torch.randint(numel, (count,), generator=generator)
     flat = torch.Tensor.reshape(value.detach(), -1)
-    picked = flat[positions.to(value.device)] if numel else flat[:0]
+    if flat.is_floating_point() and flat.element_size() == 1:  # fp8: index the bytes (few kernels exist for it)
+        picked = flat.view(torch.uint8)[positions.to(value.device)].view(value.dtype) if numel else flat[:0]
+    else:
+        picked = flat[positions.to(value.device)] if numel else flat[:0]
     values = picked.to(torch.float64).cpu().tolist() if not picked.is_complex() else picked.abs().double().cpu().tolist()
     return Probe(type="Tensor", dtype=dtype_name(value.dtype), shape=list(value.shape), device=str(value.device),
                  positions=positions.tolist(), values=values)
