@@ -50,3 +50,16 @@ def run(problem: str, solution: "str | Path", **settings):
     settings.setdefault("timeout", 60)
     path = solution if isinstance(solution, Path) else FIXTURES / "solutions" / solution
     return evaluate(fixture_problem(problem), load_solution(path), Settings(**settings))
+
+
+def deck_solutions(deck: str):
+    """(problem name, solution path, {cpu: STATUS, cuda: STATUS}) for every solution a deck bundles."""
+    import yaml
+
+    from rooftop.problem.registry import bundled_names, resolve
+
+    for name in bundled_names(deck):
+        folder = resolve(name).root / "solutions"
+        expected = yaml.safe_load((folder / "expected.yaml").read_text())
+        for entry, statuses in expected.items():
+            yield name, folder / entry, statuses

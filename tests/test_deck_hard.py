@@ -13,6 +13,7 @@ import pytest
 import torch
 import yaml
 
+from conftest import deck_solutions
 from rooftop.check.compare import as_outputs, compare_outputs
 from rooftop.check.inputs import clone, init_inputs, make_inputs, set_precision
 from rooftop.pipeline.trusted import import_reference
@@ -96,8 +97,6 @@ def test_zeros_a_constant_and_the_identity_fail(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_tolerance_overrides_resolve_to_the_yaml(name):
-    from rooftop.problem import dtypes
-
     problem = resolve(name)
     raw = yaml.safe_load((problem.root / "problem.yaml").read_text())
     for key, value in (raw.get("tolerance") or {}).items():
@@ -117,11 +116,7 @@ def test_flops_formula_matches_an_independent_count(name):
     if not spec.flops:
         pytest.skip("no flops formula (a selection or data-movement problem)")
     shape = _smoke(problem)
-    module = import_reference(problem)
-    init = init_inputs(module, spec, shape)
-    torch.manual_seed(7)
-    model = module.Model(*clone(init)).eval()
-    inputs = make_inputs(module, spec, shape, 1, torch.device("cpu"))
+    _, model, inputs, _ = _reference(problem, shape)
     counter = FlopCounterMode(display=False)
     with torch.no_grad(), counter:
         model(*inputs)
@@ -132,15 +127,7 @@ def test_flops_formula_matches_an_independent_count(name):
     assert 0.8 * counted <= declared <= 1.25 * counted, (declared, counted)
 
 
-def _solutions():
-    for name in NAMES:
-        folder = resolve(name).root / "solutions"
-        expected = yaml.safe_load((folder / "expected.yaml").read_text())
-        for entry, statuses in expected.items():
-            yield name, folder / entry, statuses
-
-
-@pytest.mark.parametrize("name,path,statuses", list(_solutions()), ids=lambda v: getattr(v, "name", None))
+@pytest.mark.parametrize("name,path,statuses", list(deck_solutions("hard")), ids=lambda v: getattr(v, "name", None))
 def test_lazy_solutions_fail_on_the_cpu(name, path, statuses):
     from rooftop.pipeline.evaluate import evaluate
     from rooftop.pipeline.job import Settings

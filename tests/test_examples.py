@@ -1,22 +1,16 @@
 """The bundled example deck: every problem validates and every solution gets its expected status."""
 
-from pathlib import Path
 
 import pytest
-import yaml
 
-from conftest import HAS_CUDA, HAS_NVCC
+from conftest import HAS_NVCC, deck_solutions
 from rooftop.problem.registry import bundled_names, resolve
 
 NAMES = bundled_names("examples")
 
 
 def solutions():
-    for name in NAMES:
-        folder = resolve(name).root / "solutions"
-        expected = yaml.safe_load((folder / "expected.yaml").read_text())
-        for entry, statuses in expected.items():
-            yield name, folder / entry, statuses
+    return deck_solutions("examples")
 
 
 def test_the_deck_is_complete():

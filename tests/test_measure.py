@@ -109,6 +109,8 @@ def test_pool_cycles_and_no_call_sees_the_previous_calls_pointers_or_values():
     for i in range(5):
         small.admit([torch.full((4,), float(i))])
     assert [int(s[0][0]) for s in small._sets] == [2, 3, 4]
+    small.admit([torch.zeros(4)], "other_shape")  # another shape's set starts the pool afresh
+    assert len(small) == 1 and small.size == 50
 
 
 def test_the_in_process_loop_warms_up_then_samples_fresh_inputs_each_call():

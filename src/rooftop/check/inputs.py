@@ -95,6 +95,11 @@ def pool_size(set_bytes: int, memory_bytes: int | None = None) -> int:
     return max(2, size)
 
 
+def device_memory(device: torch.device) -> int | None:
+    """Total memory of a CUDA device (what pools are sized against); None on the CPU."""
+    return torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else None
+
+
 def nbytes(value: Any) -> int:
     return sum(t.numel() * t.element_size() for t in tensors(value))
 
@@ -112,8 +117,14 @@ class InputPool:
         self.memory_bytes = memory_bytes
         self.size: int | None = None  # fixed by the first set admitted
         self._sets: collections.deque[Any] = collections.deque()
+        self._shape: str | None = None
 
-    def admit(self, inputs: Any) -> Any:
+    def admit(self, inputs: Any, shape: str | None = None) -> Any:
+        """Keep this call's set; a set of another shape starts the pool afresh (one shape's sets
+        are alive at a time)."""
+        if shape != self._shape:
+            self._shape, self.size = shape, None
+            self._sets.clear()
         if self.size is None:
             self.size = pool_size(nbytes(inputs), self.memory_bytes)
         while len(self._sets) >= self.size:

@@ -11,8 +11,8 @@ import typer
 import yaml
 from rich.table import Table
 
-from rooftop.cli.common import (DbOpt, DeviceOpt, GraphsOpt, JsonOpt, SandboxOpt, ShapesOpt, TimeoutOpt, progress_bar,
-                                err, out)
+from rooftop.cli.common import (DbOpt, DeviceOpt, GraphsOpt, JsonOpt, SandboxOpt, ShapesOpt, TimeoutOpt, out,
+                                progress_bar)
 from rooftop.cli.measure import register as register_measure_commands
 from rooftop.errors import UserError
 

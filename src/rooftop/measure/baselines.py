@@ -21,7 +21,7 @@ import torch
 from pydantic import BaseModel, Field
 
 from rooftop.check.compare import compare_outputs
-from rooftop.check.inputs import clone, init_inputs, make_inputs, set_precision
+from rooftop.check.inputs import clone, device_memory, init_inputs, make_inputs, set_precision
 from rooftop.measure.clocks import SmClock
 from rooftop.measure.loop import clock_for, measure
 from rooftop.measure.measurement import TimingStats
@@ -84,12 +84,8 @@ def sota_module(problem: Problem) -> Any | None:
     return module
 
 
-def _build(kind: str, problem: Problem, reference: Any, sota: Any, shape: Shape, device: torch.device,
-           mode: str) -> Callable[..., Any]:
-    spec = problem.spec
-    init = init_inputs(reference, spec, shape)
-    torch.manual_seed(0)
-    eager = reference.Model(*clone(init)).to(device).eval()
+def _build(kind: str, eager: Any, init: list[Any], sota: Any, device: torch.device, mode: str) -> Callable[..., Any]:
+    """The callable for one kind, around the shape's eager model (whose weights sota.py gets)."""
     if kind == "eager":
         return eager
     if kind == "compile":
@@ -126,10 +122,20 @@ def time_baselines(problem: Problem, shapes: list[Shape], device: str, kinds: tu
     policy = policy or TimingPolicy.for_device(device)
     clock = clock_for(dev)
     sm_clock = SmClock.open(dev)[0] if dev.type == "cuda" else None
-    memory = torch.cuda.get_device_properties(dev).total_memory if dev.type == "cuda" else None
     seeds = random.Random(20261121)
     records = []
     for shape in shapes:
+        # once per shape: the eager model, and the answer every kind must reproduce before it is timed
+        try:
+            init = init_inputs(reference, problem.spec, shape)
+            torch.manual_seed(0)
+            eager = reference.Model(*clone(init)).to(dev).eval()
+            check_inputs = make_inputs(reference, problem.spec, shape, 12345, dev)
+            with torch.no_grad():
+                expected = eager(*clone(check_inputs))
+            failed = ""
+        except Exception as exc:
+            failed = f"the reference failed: {_describe(exc)}"
         for kind in kinds:
             if kind == "sota" and sota is None:
                 continue
@@ -139,31 +145,40 @@ def time_baselines(problem: Problem, shapes: list[Shape], device: str, kinds: tu
             if progress:
                 progress(f"{problem.name} {shape.name}: {kind}")
             try:
-                fn = _build(kind, problem, reference, sota, shape, dev, mode)
-                record.error = _check(problem, reference, shape, dev, fn)
+                if failed:
+                    raise _Failed(failed)
+                fn = _build(kind, eager, init, sota, dev, mode)
+                record.error = _check(problem, fn, check_inputs, expected)
                 if not record.error:
                     def fresh() -> list[Any]:
                         return make_inputs(reference, problem.spec, shape, seeds.randrange(2**31 - 1), dev)
 
                     record.stats = measure(fn, fresh, policy, clock, sm_clock, graph=graphs and dev.type == "cuda",
-                                           memory_bytes=memory)
+                                           memory_bytes=device_memory(dev))
+            except _Failed as exc:
+                record.error = str(exc)
             except _Unavailable as exc:
                 record.error = f"not available here: {exc}"
             except Exception as exc:
-                record.error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+                record.error = _describe(exc)
             records.append(record)
-            if dev.type == "cuda":
-                torch.cuda.empty_cache()
+        eager = expected = check_inputs = None  # freed before the next shape's model is built
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
     return records
 
 
-def _check(problem: Problem, reference: Any, shape: Shape, device: torch.device, fn: Callable[..., Any]) -> str:
+def _describe(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+
+
+class _Failed(Exception):
+    pass
+
+
+def _check(problem: Problem, fn: Callable[..., Any], inputs: list[Any], expected: Any) -> str:
     """A baseline must compute the reference's answer before its time means anything."""
-    inputs = make_inputs(reference, problem.spec, shape, 12345, device)
-    torch.manual_seed(0)
-    eager = reference.Model(*clone(init_inputs(reference, problem.spec, shape))).to(device).eval()
     with torch.no_grad():
-        expected = eager(*clone(inputs))
         got = fn(*clone(inputs))
     mismatches = compare_outputs(problem.spec, expected, got, inputs)
     return f"does not match the reference: {mismatches[0].output}: {mismatches[0].message}" if mismatches else ""

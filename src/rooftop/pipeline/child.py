@@ -77,7 +77,7 @@ class Harness:
         self.shapes = {s.name: s for s in job.shapes}
         self.clock: Any = None
         self.reused: dict[tuple[str, int], list] = {}
-        self.pools: dict[str, Any] = {}  # shape -> InputPool
+        self.pool: Any = None  # InputPool, made at load (it needs the device's memory size)
         self.graphs: dict[str, Any] = {}  # shape -> GraphedCall (--graphs)
 
     def build(self, _request: dict) -> dict:
@@ -90,6 +90,7 @@ class Harness:
         return {"seconds": time.monotonic() - started, "cached": cached}
 
     def load(self, _request: dict) -> dict:
+        from rooftop.check.inputs import InputPool, device_memory
         from rooftop.measure.timer import CpuClock, CudaEventClock
 
         self.gate = "load"
@@ -101,6 +102,7 @@ class Harness:
             self.models[shape.name], same = _construct(self.job, self.reference, self.module, shape, self.device)
             copied = copied and same
         self.clock = CudaEventClock(self.device) if self.device.type == "cuda" else CpuClock()
+        self.pool = InputPool(device_memory(self.device))
         self.gate = "correctness"
         return {"seconds": time.monotonic() - started, "detail": "weights copied" if copied else
                 "parameter names differ from the reference: constructed under the same seed"}
@@ -110,7 +112,7 @@ class Harness:
         import torch
 
         from rooftop.check.compare import storage_overlaps
-        from rooftop.check.inputs import InputPool, clone, make_inputs, modified_inputs, tensors
+        from rooftop.check.inputs import clone, make_inputs, modified_inputs, tensors
         from rooftop.check.probe import probe_output, probe_outputs
         from rooftop.integrity.audit import Audit
         from rooftop.integrity.cupti import ProfilerUnavailable
@@ -128,11 +130,7 @@ class Harness:
             if request.get("reuse"):
                 self.reused[key] = inputs
             else:
-                memory = torch.cuda.get_device_properties(self.device).total_memory \
-                    if self.device.type == "cuda" else None
-                for other in [n for n in self.pools if n != shape.name]:  # one shape's pool at a time
-                    del self.pools[other]
-                self.pools.setdefault(shape.name, InputPool(memory)).admit(inputs)
+                self.pool.admit(inputs, shape.name)
         reply: dict[str, Any] = {}
         if request.get("check_inputs"):
             reply["inputs"] = [probe_output(x).model_dump() for x in inputs]

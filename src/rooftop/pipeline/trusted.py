@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from rooftop.check.inputs import InputPool, clone, init_inputs, make_inputs, set_precision
+from rooftop.check.inputs import InputPool, clone, device_memory, init_inputs, make_inputs, set_precision
 from rooftop.problem.spec import Problem, Shape
 
 _counter = itertools.count()
@@ -43,7 +43,7 @@ class TrustedReference:
         self.device = torch.device(device)
         self.weights_seed = weights_seed
         self._models: dict[str, Any] = {}
-        self._pools: dict[str, InputPool] = {}
+        self._pool = InputPool(device_memory(self.device))
         self._graphs: dict[str, Any] = {}
         set_precision(self.spec)
         with blame_reference("importing reference.py"):
@@ -80,11 +80,7 @@ class TrustedReference:
                 seconds = self._clock().time(graphed.replay)
                 box["out"] = clone(graphed.outputs)  # the next replay overwrites them
             elif timed:
-                memory = torch.cuda.get_device_properties(self.device).total_memory \
-                    if self.device.type == "cuda" else None
-                for other in [n for n in self._pools if n != shape.name]:  # one shape's pool at a time
-                    del self._pools[other]
-                self._pools.setdefault(shape.name, InputPool(memory)).admit(args)
+                self._pool.admit(args, shape.name)
                 seconds = self._clock().time(call)
             else:
                 call()
@@ -110,7 +106,7 @@ class TrustedReference:
 
     def release(self) -> None:
         self._models.clear()
-        self._pools.clear()
+        self._pool.clear()
         self._graphs.clear()
         self.clock = None
         if self.device.type == "cuda":

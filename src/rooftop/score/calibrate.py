@@ -127,13 +127,13 @@ def calibrate(device: str = "cuda", dtypes: tuple[str, ...] = ("float32", "tfloa
         torch.backends.cuda.matmul.allow_tf32 = allow_tf32
     if progress:
         progress("copy bandwidth")
-    src = torch.empty(COPY_BYTES, dtype=torch.uint8, device=dev).fill_(1)
-    dst = torch.empty_like(src)
-    stats = measure(lambda a, b: b.copy_(a), lambda: [src, dst], POLICY, clock, sm_clock)
+    buffers = [torch.empty(COPY_BYTES, dtype=torch.uint8, device=dev).fill_(1),
+               torch.empty(COPY_BYTES, dtype=torch.uint8, device=dev)]
+    stats = measure(lambda a, b: b.copy_(a), lambda: buffers, POLICY, clock, sm_clock)
     profile.copy_gbps = Ceiling(measured=2 * COPY_BYTES / stats.median / 1e9, median_seconds=stats.median,
                                 rse=stats.rse, clock_median_mhz=stats.clock_median_mhz,
                                 datasheet=gpu.dram_gbps if gpu else None,
                                 what=f"copy of {COPY_BYTES >> 30} GiB (bytes read + written)")
-    del src, dst
+    buffers.clear()
     torch.cuda.empty_cache()
     return profile
