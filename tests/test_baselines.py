@@ -42,6 +42,20 @@ def test_a_missing_library_or_a_wrong_baseline_is_recorded_not_timed(monkeypatch
     assert record.stats is None and record.error.startswith("does not match the reference")
 
 
+def test_a_problem_can_skip_a_baseline_kind_with_its_reason_but_never_eager():
+    from pydantic import ValidationError
+
+    problem = fixture_problem("scale_sota")
+    spec = problem.spec.model_copy(update={"skip_baselines": {"sota": "the library needs a week"}})
+    problem = problem.model_copy(update={"spec": spec})
+    records = time_baselines(problem, spec.select("smoke"), "cpu", kinds=("eager", "sota"), policy=QUICK)
+    assert [r.kind for r in records] == ["eager", "sota"]
+    assert records[0].stats is not None
+    assert records[1].stats is None and records[1].error == "not measured for this problem: the library needs a week"
+    with pytest.raises(ValidationError):
+        type(spec).model_validate({**spec.model_dump(), "skip_baselines": {"eager": "no"}})
+
+
 def test_store_keeps_the_newest_record_per_shape_and_kind_and_keys_by_platform(tmp_path):
     problem = fixture_problem("scale_sota")
     shapes = problem.spec.select("smoke")

@@ -15,7 +15,7 @@ import yaml
 
 from conftest import deck_solutions
 from rooftop.check.compare import as_outputs, compare_outputs
-from rooftop.check.inputs import clone, init_inputs, make_inputs, set_precision
+from rooftop.check.inputs import clone, construct, init_inputs, make_inputs, set_precision
 from rooftop.pipeline.trusted import import_reference
 from rooftop.problem.registry import bundled_names, resolve
 
@@ -27,8 +27,7 @@ def _reference(problem, shape, seed=1):
     module = import_reference(problem)
     set_precision(problem.spec)
     init = init_inputs(module, problem.spec, shape)
-    torch.manual_seed(7)
-    model = module.Model(*clone(init)).eval()
+    model = construct(module.Model, init, 7, torch.device("cpu")).eval()
     inputs = make_inputs(module, problem.spec, shape, seed, torch.device("cpu"))
     with torch.no_grad():
         out = model(*clone(inputs))
@@ -138,6 +137,20 @@ def test_lazy_solutions_fail_on_the_cpu(name, path, statuses):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("name,path,statuses", list(deck_solutions("hard")), ids=lambda v: getattr(v, "name", None))
+def test_bundled_solutions_get_their_status_on_every_gpu_shape(name, path, statuses):
+    """Held-out shapes included: a reference solution must be right where no agent looked."""
+    from rooftop.pipeline.evaluate import evaluate
+    from rooftop.pipeline.job import Settings
+    from rooftop.solution.loader import load_solution
+
+    verdict = evaluate(resolve(name), load_solution(path), Settings(device="cuda", shapes="all", timing=False))
+    assert verdict.status.value == statuses["cuda"], verdict.messages
+    if verdict.status.value == "correct":
+        assert {r.shape for r in verdict.shapes if r.correct} == {s.name for s in resolve(name).spec.select("all")}
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("name", NAMES)
 def test_no_baseline_beats_the_datasheet(name):
     from rooftop.measure.baselines import time_baselines
@@ -148,7 +161,7 @@ def test_no_baseline_beats_the_datasheet(name):
     problem = resolve(name)
     spec = problem.spec
     gpu = lookup(torch.cuda.get_device_name())
-    policy = TimingPolicy(max_seconds=2.0, max_samples=200)
+    policy = TimingPolicy(min_seconds=0.2, max_seconds=1.0, max_samples=100)
     records = time_baselines(problem, spec.select("all"), "cuda", policy=policy)
     for record in records:
         if record.stats is None:

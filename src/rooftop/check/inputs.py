@@ -22,6 +22,18 @@ def init_inputs(reference: ModuleType, spec: ProblemSpec, shape: Shape) -> list[
     return list(_call(reference.get_init_inputs, spec, shape))
 
 
+def construct(cls: Any, init: list[Any], seed: int, device: torch.device) -> Any:
+    """A model for one shape, its weights drawn from `seed` on the evaluation device.
+
+    Every side that builds a model (the trusted reference, the child's copy of its weights, the
+    candidate, the baselines) builds it this way, so the same seed gives the same weights; drawing
+    them on the GPU takes milliseconds where a CPU needs minutes for a MoE layer's gigabytes.
+    """
+    torch.manual_seed(seed)
+    with torch.device(device):
+        return cls(*clone(init))
+
+
 def make_inputs(reference: ModuleType, spec: ProblemSpec, shape: Shape, seed: int, device: torch.device) -> list[Any]:
     """The forward arguments for one seed, made on the evaluation device.
 

@@ -21,7 +21,7 @@ import torch
 from pydantic import BaseModel, Field
 
 from rooftop.check.compare import compare_outputs
-from rooftop.check.inputs import clone, device_memory, init_inputs, make_inputs, set_precision
+from rooftop.check.inputs import clone, construct, device_memory, init_inputs, make_inputs, set_precision
 from rooftop.measure.clocks import SmClock
 from rooftop.measure.loop import clock_for, measure
 from rooftop.measure.measurement import TimingStats
@@ -96,8 +96,7 @@ def _build(kind: str, eager: Any, init: list[Any], sota: Any, device: torch.devi
         if answer is not True:
             raise _Unavailable(answer if isinstance(answer, str) and answer else
                                "sota.py says its library is not available on this platform")
-    torch.manual_seed(0)
-    model = sota.Model(*clone(init))
+    model = construct(sota.Model, init, 0, device)
     if isinstance(model, torch.nn.Module):
         state, theirs = eager.state_dict(), model.state_dict()
         if state and state.keys() == theirs.keys():
@@ -128,8 +127,7 @@ def time_baselines(problem: Problem, shapes: list[Shape], device: str, kinds: tu
         # once per shape: the eager model, and the answer every kind must reproduce before it is timed
         try:
             init = init_inputs(reference, problem.spec, shape)
-            torch.manual_seed(0)
-            eager = reference.Model(*clone(init)).to(dev).eval()
+            eager = construct(reference.Model, init, 0, dev).to(dev).eval()
             check_inputs = make_inputs(reference, problem.spec, shape, 12345, dev)
             with torch.no_grad():
                 expected = eager(*clone(check_inputs))
@@ -147,6 +145,8 @@ def time_baselines(problem: Problem, shapes: list[Shape], device: str, kinds: tu
             try:
                 if failed:
                     raise _Failed(failed)
+                if kind in problem.spec.skip_baselines:
+                    raise _Failed(f"not measured for this problem: {problem.spec.skip_baselines[kind]}")
                 fn = _build(kind, eager, init, sota, dev, mode)
                 record.error = _check(problem, fn, check_inputs, expected)
                 if not record.error:

@@ -290,19 +290,17 @@ def _construct(job: EvalJob, reference: ModuleType, module: Any, shape: Any, dev
     """The candidate model for one shape, with the reference's weights when the names match."""
     import torch
 
-    from rooftop.check.inputs import clone, init_inputs
+    from rooftop.check.inputs import construct, init_inputs
 
     cls = getattr(module, "ModelNew", None) or getattr(module, "Model", None)
     if cls is None:
         raise GateFailure("init_error", "the solution defines neither ModelNew nor Model")
     with _blame_reference("get_init_inputs"):
         init = init_inputs(reference, job.problem.spec, shape)
-    torch.manual_seed(job.weights_seed)
     with _blame_reference("constructing the reference Model"):
-        ref_state = reference.Model(*clone(init)).state_dict()
-    torch.manual_seed(job.weights_seed)
+        ref_state = construct(reference.Model, init, job.weights_seed, device).state_dict()
     try:
-        cand_model = cls(*clone(init))
+        cand_model = construct(cls, init, job.weights_seed, device)
     except Exception as exc:
         raise GateFailure("init_error", f"constructing {cls.__name__} for shape '{shape.name}' failed: "
                           + _describe(exc, job))

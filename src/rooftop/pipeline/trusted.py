@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from rooftop.check.inputs import InputPool, clone, device_memory, init_inputs, make_inputs, set_precision
+from rooftop.check.inputs import InputPool, clone, construct, device_memory, init_inputs, make_inputs, set_precision
 from rooftop.problem.spec import Problem, Shape
 
 _counter = itertools.count()
@@ -54,8 +54,8 @@ class TrustedReference:
         if shape.name not in self._models:
             with blame_reference("constructing the reference Model"):
                 init = init_inputs(self.module, self.spec, shape)
-                torch.manual_seed(self.weights_seed)
-                self._models[shape.name] = self.module.Model(*clone(init)).to(self.device).eval()
+                model = construct(self.module.Model, init, self.weights_seed, self.device)
+                self._models[shape.name] = model.to(self.device).eval()
         return self._models[shape.name]
 
     def inputs(self, shape: Shape, seed: int) -> list[Any]:

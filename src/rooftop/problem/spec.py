@@ -107,6 +107,9 @@ class ProblemSpec(Strict):
     outputs: list[OutputSpec] = []
     policy: Policy = Policy()
     tags: list[str] = []
+    # baselines this problem does not time, each with the reason shown in its place (eager is
+    # always timed: it is the paired reference of every verdict)
+    skip_baselines: dict[Literal["compile", "sota"], Annotated[str, Field(min_length=1)]] = {}
     kernelbench: bool = False  # loaded from a single file: get_inputs() takes no shape arguments
 
     @field_validator("dtype", "peak_dtype")

@@ -1,0 +1,191 @@
+"""A deck's numbers: eager, torch.compile, SOTA and our own solutions on every shape, each as a
+fraction of the datasheet roofline, with the geometric mean over shapes per problem (docs/DECK.md).
+
+The baselines are timed in process by the same loop `rooftop baselines` uses; "ours" are the deck's
+bundled Triton solutions (files named triton_*.py that expected.yaml marks correct on cuda),
+evaluated end to end by the engine (sandboxed child, every shape's correctness seeds, paired timing
+against eager). Every row is written to --json as soon as it exists, so a run cut short keeps what
+it measured; --merge joins the files of separate runs.
+
+    python benchmarks/deck_numbers.py [--deck hard] [--problems a,b] [--kinds eager,compile,sota]
+                                      [--no-solutions] [--json out.json] [--markdown out.md]
+    python benchmarks/deck_numbers.py --merge a.json b.json --markdown out.md [--per-shape]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+from rooftop.cli.common import progress_bar
+from rooftop.measure.baselines import KINDS, time_baselines
+from rooftop.measure.stopping import TimingPolicy
+from rooftop.pipeline.evaluate import evaluate
+from rooftop.pipeline.job import Settings
+from rooftop.problem.registry import bundled_names, resolve
+from rooftop.score.hardware import lookup
+from rooftop.score.roofline import roofline_fraction
+from rooftop.solution.loader import load_solution
+
+
+def our_solutions(problem_name: str) -> list[Path]:
+    folder = resolve(problem_name).root / "solutions"
+    expected = yaml.safe_load((folder / "expected.yaml").read_text()) or {}
+    return [folder / entry for entry, statuses in sorted(expected.items())
+            if entry.startswith("triton_") and statuses.get("cuda") == "correct"]
+
+
+def _row(problem: str, shape, kind: str, seconds: float | None, error: str = "") -> dict:
+    spec = resolve(problem).spec
+    gpu = lookup(torch.cuda.get_device_name())
+    fraction = None
+    if seconds:
+        fraction = roofline_fraction(gpu, spec.peak_dtype or spec.dtype, spec.flops_for(shape),
+                                     spec.bytes_for(shape), seconds)
+    return {"problem": problem, "shape": shape.name, "split": getattr(shape.split, "value", shape.split), "kind": kind,
+            "seconds": seconds, "fraction": fraction, "error": error}
+
+
+def measure_deck(problems: list[str], kinds: tuple[str, ...], solutions: bool, policy: TimingPolicy,
+                 sink: Path | None) -> list[dict]:
+    rows: list[dict] = []
+
+    def keep(new: list[dict]) -> None:
+        rows.extend(new)
+        if sink:
+            sink.write_text(json.dumps({"environment": environment(), "rows": rows}, indent=1))
+
+    with progress_bar(True) as bar:
+        task = bar.add_task("deck", total=len(problems))
+        for name in problems:
+            problem = resolve(name)
+            shapes = problem.spec.select("all")
+            for shape in shapes if kinds else []:  # one shape at a time: a run cut short keeps the rest
+                records = time_baselines(problem, [shape], "cuda", kinds, policy=policy,
+                                         progress=lambda step: bar.update(task, description=step))
+                keep([_row(name, shape, r.kind, r.stats.median if r.stats else None, r.error or "")
+                      for r in records])
+            for path in our_solutions(name) if solutions else []:
+                bar.update(task, description=f"{name}: {path.name}")
+                verdict = evaluate(problem, load_solution(path),
+                                   Settings(device="cuda", shapes="all", timing_policy=policy))
+                found = {r.shape: r for r in verdict.shapes}
+                new = []
+                for shape in shapes:
+                    result = found.get(shape.name)
+                    ok = result is not None and result.correct and result.candidate is not None
+                    error = "" if ok else f"{verdict.status.value}: {'; '.join(verdict.messages)[:300]}"
+                    new.append(_row(name, shape, f"ours:{path.stem}", result.candidate.median if ok else None, error))
+                keep(new)
+            bar.advance(task)
+    return rows
+
+
+def environment() -> dict:
+    import triton
+
+    return {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+            "cuda": torch.version.cuda, "date": time.strftime("%Y-%m-%d")}
+
+
+def geomean(values: list[float]) -> float | None:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def markdown(env: dict, rows: list[dict], per_shape: bool) -> str:
+    problems = list(dict.fromkeys(r["problem"] for r in rows))
+    kinds = [k for k in KINDS if any(r["kind"] == k for r in rows)]
+    ours = sorted({r["kind"] for r in rows if r["kind"].startswith("ours:")})
+    lines = [f"{env['device']}, torch {env['torch']}, Triton {env['triton']}, CUDA {env['cuda']}, {env['date']}.",
+             "", "Geometric mean over shapes of the fraction of the datasheet roofline (1.0 = at the roof); "
+             "(n/m): the kind ran correctly on n of the problem's m shapes.", "",
+             "| problem | " + " | ".join(kinds + ["ours", "ours vs eager", "ours vs best baseline"]) + " |",
+             "|---|" + "---:|" * (len(kinds) + 3)]
+    for name in problems:
+        mine = [r for r in rows if r["problem"] == name]
+        shapes = list(dict.fromkeys(r["shape"] for r in mine))
+        cells = []
+        for kind in kinds + [k for k in ours if any(r["kind"] == k for r in mine)][:1]:
+            got = [r["fraction"] for r in mine if r["kind"] == kind and r["fraction"]]
+            ran = [r for r in mine if r["kind"] == kind]
+            cell = _fmt(geomean(got)) if ran else "—"
+            if ran and len(got) != len(shapes):
+                cell += f" ({len(got)}/{len(shapes)})"
+            if not got and ran:
+                cell = "n/a" if any(r["error"].startswith(("not available", "not measured")) for r in ran) else "fails"
+            cells.append(cell)
+        while len(cells) < len(kinds) + 1:
+            cells.append("—")
+        cells += [_speedup(mine, ours, ["eager"]), _speedup(mine, ours, kinds)]
+        lines.append(f"| {name.split('/')[-1]} | " + " | ".join(cells) + " |")
+    if per_shape:
+        lines += ["", "| problem | shape | split | " + " | ".join(kinds + ["ours"]) + " |",
+                  "|---|---|---|" + "---:|" * (len(kinds) + 1)]
+        for name in problems:
+            mine = [r for r in rows if r["problem"] == name]
+            for shape in dict.fromkeys(r["shape"] for r in mine):
+                cells = []
+                for kind in kinds + ["ours"]:
+                    found = [r for r in mine if r["shape"] == shape and
+                             (r["kind"] == kind or kind == "ours" and r["kind"].startswith("ours:"))]
+                    r = found[0] if found else None
+                    cells.append("—" if r is None or not r["seconds"] else
+                                 f"{r['seconds'] * 1e6:,.1f} µs ({_fmt(r['fraction'])})")
+                split = next(r["split"] for r in mine if r["shape"] == shape)
+                lines.append(f"| {name.split('/')[-1]} | {shape} | {split} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _speedup(mine: list[dict], ours: list[str], against: list[str]) -> str:
+    """Geomean over shapes of (best of `against`) / ours, where both have a time."""
+    ratios = []
+    for shape in dict.fromkeys(r["shape"] for r in mine):
+        times = {r["kind"]: r["seconds"] for r in mine if r["shape"] == shape and r["seconds"]}
+        mine_t = next((times[k] for k in ours if k in times), None)
+        base = [times[k] for k in against if k in times]
+        if mine_t and base:
+            ratios.append(min(base) / mine_t)
+    value = geomean(ratios)
+    return "—" if value is None else f"{value:.2f}x"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--deck", default="hard")
+    parser.add_argument("--problems", default="", help="comma-separated problem names (default: the whole deck)")
+    parser.add_argument("--kinds", default=",".join(KINDS), help="baselines to time ('' for none)")
+    parser.add_argument("--no-solutions", action="store_true")
+    parser.add_argument("--max-seconds", type=float, default=5.0, help="measured seconds per timing, at most")
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--markdown", type=Path)
+    parser.add_argument("--per-shape", action="store_true")
+    parser.add_argument("--merge", type=Path, nargs="+", help="render the --json files of separate runs")
+    args = parser.parse_args()
+    if args.merge:
+        docs = [json.loads(p.read_text()) for p in args.merge]
+        env, rows = docs[0]["environment"], [r for d in docs for r in d["rows"]]
+    else:
+        names = [n for n in args.problems.split(",") if n] or list(bundled_names(args.deck))
+        names = [n if "/" in n else f"{args.deck}/{n}" for n in names]
+        kinds = tuple(k for k in args.kinds.split(",") if k)
+        policy = TimingPolicy(max_seconds=args.max_seconds, max_wall_seconds=4 * args.max_seconds + 10)
+        env = environment()
+        rows = measure_deck(names, kinds, not args.no_solutions, policy, args.json)
+    text = markdown(env, rows, args.per_shape)
+    if args.markdown:
+        args.markdown.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
