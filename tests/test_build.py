@@ -1,5 +1,3 @@
-from pathlib import Path
-
 from conftest import FIXTURES
 from rooftop.build.backends import arch_flag, trim_compiler_log
 from rooftop.build.cache import build_dir

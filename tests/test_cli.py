@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES
 
 SCALE = str(FIXTURES / "problems/scale")
 
