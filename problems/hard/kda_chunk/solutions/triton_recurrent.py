@@ -35,20 +35,30 @@ def _load_step(q_ptr, k_ptr, g_ptr, v_ptr, beta_ptr, t, T, row, H, h, n_k, n_v, 
 
 
 @triton.jit
-def _step(state, q, k, g, v, beta, scale, o_ptr, t, T, row, H, h, n_v, cols):
+def _to_bf16(x, BY_HAND: tl.constexpr):
+    if BY_HAND:  # the CPU interpreter's float32 -> bfloat16 cast truncates: round to nearest even
+        bits = x.to(tl.int32, bitcast=True)
+        bits += 0x7FFF + ((bits >> 16) & 1)
+        return (bits >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True)
+    else:
+        return x.to(tl.bfloat16)
+
+
+@triton.jit
+def _step(state, q, k, g, v, beta, scale, o_ptr, t, T, row, H, h, n_v, cols, BY_HAND: tl.constexpr):
     state = state * tl.exp(g)[:, None]
     predicted = tl.sum(state * k[:, None], 0)
     delta = beta * (v - predicted)
     state = state + k[:, None] * delta[None, :]
     out = tl.sum(state * (q * scale)[:, None], 0)
     token = (row * T + t).to(tl.int64) * H + h
-    tl.store(o_ptr + token * n_v + cols, out.to(o_ptr.dtype.element_ty), mask=cols < n_v)
+    tl.store(o_ptr + token * n_v + cols, _to_bf16(out, BY_HAND), mask=cols < n_v)
     return state
 
 
 @triton.jit
 def _kda_recurrent(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, o_ptr, s_ptr, T, H, n_k, n_v, scale,
-                   BK: tl.constexpr, BV: tl.constexpr):
+                   BK: tl.constexpr, BV: tl.constexpr, BY_HAND: tl.constexpr):
     bh = tl.program_id(0)
     row = bh // H
     h = bh % H
@@ -61,9 +71,9 @@ def _kda_recurrent(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, o_ptr, s_ptr, T, H, n_k
         # the next step's inputs first: their loads overlap this step's arithmetic
         nq, nk, ng, nv, nbeta = _load_step(q_ptr, k_ptr, g_ptr, v_ptr, beta_ptr, t + 1, T, row, H, h,
                                            n_k, n_v, dk, cols)
-        state = _step(state, q, k, g, v, beta, scale, o_ptr, t, T, row, H, h, n_v, cols)
+        state = _step(state, q, k, g, v, beta, scale, o_ptr, t, T, row, H, h, n_v, cols, BY_HAND)
         q, k, g, v, beta = nq, nk, ng, nv, nbeta
-    state = _step(state, q, k, g, v, beta, scale, o_ptr, T - 1, T, row, H, h, n_v, cols)
+    state = _step(state, q, k, g, v, beta, scale, o_ptr, T - 1, T, row, H, h, n_v, cols, BY_HAND)
     s_rows = bh.to(tl.int64) * n_k + dk
     tl.store(s_ptr + s_rows[:, None] * n_v + cols[None, :], state,
              mask=(dk < n_k)[:, None] & (cols < n_v)[None, :])
@@ -91,5 +101,5 @@ class ModelNew(nn.Module):
         bv = min(bv, triton.next_power_of_2(n_v))
         grid = (B * H, triton.cdiv(n_v, bv))
         _kda_recurrent[grid](q, k, v, g, beta, o, state, T, H, n_k, n_v, 1.0 / math.sqrt(n_k),
-                             BK=bk, BV=bv, num_warps=4)
+                             BK=bk, BV=bv, BY_HAND=not q.is_cuda, num_warps=4)
         return o, state
