@@ -8,9 +8,10 @@ state S and walks the sequence:
 The value columns of S are independent of each other (every update acts on rows, through k_t and
 g_t), so splitting Dv across programs needs no communication; Dv / BV programs per head give the
 parallelism that the sequential time axis does not. Each step's inputs are loaded one step ahead,
-so their latency hides behind the previous step's arithmetic. No chunking and no tensor cores:
-this is the "fused recurrent" form, exact in float32, a simple bar for the chunked kernels
-(fla's chunk_kda) to beat on long sequences.
+so their latency hides behind the previous step's arithmetic, and two warps per program keep the
+two reductions over Dk a step needs short (a step is a latency chain, not a throughput problem).
+No chunking and no tensor cores: this is the "fused recurrent" form, exact in float32, a simple
+bar for the chunked kernels (fla's chunk_kda) to beat on long sequences.
 """
 
 import math
@@ -101,5 +102,5 @@ class ModelNew(nn.Module):
         bv = min(bv, triton.next_power_of_2(n_v))
         grid = (B * H, triton.cdiv(n_v, bv))
         _kda_recurrent[grid](q, k, v, g, beta, o, state, T, H, n_k, n_v, 1.0 / math.sqrt(n_k),
-                             BK=bk, BV=bv, BY_HAND=not q.is_cuda, num_warps=4)
+                             BK=bk, BV=bv, BY_HAND=not q.is_cuda, num_warps=2)
         return o, state
