@@ -9,8 +9,10 @@ A program owns ROWS rows and a slice of their columns, and keeps per row a desce
 K best keys so far (K = k rounded up to a power of two). Each tile of R*K columns is cut into R
 lists of K, each sorted; pairs of sorted lists are merged by the rule of bitonic top-k: the
 elementwise maximum of a descending list and an ascending one holds exactly the K largest of the
-two, and one more sort orders it. A tile whose largest key does not beat the smallest kept key is
-skipped after a single max. Rows too long for one program are sliced; each slice writes its K
+two as a bitonic sequence, and log K compare-and-swap steps order it. The network is written out
+with reshape, split and join, one code path for the GPU and the CPU interpreter (where tl.sort's
+reductions run element by element in Python). A tile whose largest key does not beat the
+smallest kept key is skipped after a single max. Rows too long for one program are sliced; each slice writes its K
 keys, and the same kernel then selects the final k from the slices' candidates.
 
 Masked lanes read -inf at a column past the row's end, which ranks below every real element
