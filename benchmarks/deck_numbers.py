@@ -29,7 +29,8 @@ from rooftop.measure.stopping import TimingPolicy
 from rooftop.pipeline.evaluate import evaluate
 from rooftop.pipeline.job import Settings
 from rooftop.problem.registry import bundled_names, resolve
-from rooftop.score.hardware import lookup
+from rooftop.problem.spec import Problem
+from rooftop.score.hardware import GpuSpec, lookup
 from rooftop.score.roofline import roofline_fraction
 from rooftop.solution.loader import load_solution
 
@@ -41,20 +42,20 @@ def our_solutions(problem_name: str) -> list[Path]:
             if entry.startswith("triton_") and statuses.get("cuda") == "correct"]
 
 
-def _row(problem: str, shape, kind: str, seconds: float | None, error: str = "") -> dict:
-    spec = resolve(problem).spec
-    gpu = lookup(torch.cuda.get_device_name())
+def _row(problem: Problem, gpu: GpuSpec | None, shape, kind: str, seconds: float | None, error: str = "") -> dict:
+    spec = problem.spec
     fraction = None
     if seconds:
         fraction = roofline_fraction(gpu, spec.peak_dtype or spec.dtype, spec.flops_for(shape),
                                      spec.bytes_for(shape), seconds)
-    return {"problem": problem, "shape": shape.name, "split": getattr(shape.split, "value", shape.split), "kind": kind,
-            "seconds": seconds, "fraction": fraction, "error": error}
+    return {"problem": problem.name, "shape": shape.name, "split": getattr(shape.split, "value", shape.split),
+            "kind": kind, "seconds": seconds, "fraction": fraction, "error": error}
 
 
 def measure_deck(problems: list[str], kinds: tuple[str, ...], solutions: bool, policy: TimingPolicy,
                  sink: Path | None) -> list[dict]:
     rows: list[dict] = []
+    gpu = lookup(torch.cuda.get_device_name())
 
     def keep(new: list[dict]) -> None:
         rows.extend(new)
@@ -69,7 +70,7 @@ def measure_deck(problems: list[str], kinds: tuple[str, ...], solutions: bool, p
             for shape in shapes if kinds else []:  # one shape at a time: a run cut short keeps the rest
                 records = time_baselines(problem, [shape], "cuda", kinds, policy=policy,
                                          progress=lambda step: bar.update(task, description=step))
-                keep([_row(name, shape, r.kind, r.stats.median if r.stats else None, r.error or "")
+                keep([_row(problem, gpu, shape, r.kind, r.stats.median if r.stats else None, r.error or "")
                       for r in records])
             for path in our_solutions(name) if solutions else []:
                 bar.update(task, description=f"{name}: {path.name}")
@@ -81,7 +82,7 @@ def measure_deck(problems: list[str], kinds: tuple[str, ...], solutions: bool, p
                     result = found.get(shape.name)
                     ok = result is not None and result.correct and result.candidate is not None
                     error = "" if ok else f"{verdict.status.value}: {'; '.join(verdict.messages)[:300]}"
-                    new.append(_row(name, shape, f"ours:{path.stem}", result.candidate.median if ok else None, error))
+                    new.append(_row(problem, gpu, shape, f"ours:{path.stem}", result.candidate.median if ok else None, error))
                 keep(new)
             bar.advance(task)
     return rows
