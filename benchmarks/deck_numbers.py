@@ -8,7 +8,7 @@ against eager). Every row is written to --json as soon as it exists, so a run cu
 it measured; --merge joins the files of separate runs.
 
     python benchmarks/deck_numbers.py [--deck hard] [--problems a,b] [--kinds eager,compile,sota]
-                                      [--no-solutions] [--json out.json] [--markdown out.md]
+                                      [--shapes s1,s2] [--no-solutions] [--json out.json] [--markdown out.md]
     python benchmarks/deck_numbers.py --merge a.json b.json --markdown out.md [--per-shape]
 """
 
@@ -53,7 +53,7 @@ def _row(problem: Problem, gpu: GpuSpec | None, shape, kind: str, seconds: float
 
 
 def measure_deck(problems: list[str], kinds: tuple[str, ...], solutions: bool, policy: TimingPolicy,
-                 sink: Path | None) -> list[dict]:
+                 sink: Path | None, only_shapes: frozenset[str] = frozenset()) -> list[dict]:
     rows: list[dict] = []
     gpu = lookup(torch.cuda.get_device_name())
 
@@ -67,7 +67,8 @@ def measure_deck(problems: list[str], kinds: tuple[str, ...], solutions: bool, p
         for name in problems:
             problem = resolve(name)
             shapes = problem.spec.select("all")
-            for shape in shapes if kinds else []:  # one shape at a time: a run cut short keeps the rest
+            timed = [s for s in shapes if not only_shapes or s.name in only_shapes] if kinds else []
+            for shape in timed:  # one shape at a time: a run cut short keeps the rest
                 records = time_baselines(problem, [shape], "cuda", kinds, policy=policy,
                                          progress=lambda step: bar.update(task, description=step))
                 keep([_row(problem, gpu, shape, r.kind, r.stats.median if r.stats else None, r.error or "")
@@ -106,17 +107,17 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 def markdown(env: dict, rows: list[dict], per_shape: bool) -> str:
     problems = list(dict.fromkeys(r["problem"] for r in rows))
     kinds = [k for k in KINDS if any(r["kind"] == k for r in rows)]
-    ours = sorted({r["kind"] for r in rows if r["kind"].startswith("ours:")})
     lines = [f"{env['device']}, torch {env['torch']}, Triton {env['triton']}, CUDA {env['cuda']}, {env['date']}.",
              "", "Geometric mean over shapes of the fraction of the datasheet roofline (1.0 = at the roof); "
              "(n/m): the kind ran correctly on n of the problem's m shapes.", "",
-             "| problem | " + " | ".join(kinds + ["ours", "ours vs eager", "ours vs best baseline"]) + " |",
-             "|---|" + "---:|" * (len(kinds) + 3)]
+             "| problem | " + " | ".join(kinds + ["ours", "ours vs eager", "ours vs best baseline", "our solution"])
+             + " |", "|---|" + "---:|" * (len(kinds) + 3) + "---|"]
     for name in problems:
         mine = [r for r in rows if r["problem"] == name]
         shapes = list(dict.fromkeys(r["shape"] for r in mine))
+        best = _best_ours(mine)
         cells = []
-        for kind in kinds + [k for k in ours if any(r["kind"] == k for r in mine)][:1]:
+        for kind in kinds + ([best] if best else []):
             got = [r["fraction"] for r in mine if r["kind"] == kind and r["fraction"]]
             ran = [r for r in mine if r["kind"] == kind]
             cell = _fmt(geomean(got)) if ran else "—"
@@ -127,18 +128,18 @@ def markdown(env: dict, rows: list[dict], per_shape: bool) -> str:
             cells.append(cell)
         while len(cells) < len(kinds) + 1:
             cells.append("—")
-        cells += [_speedup(mine, ours, ["eager"]), _speedup(mine, ours, kinds)]
+        cells += [_speedup(mine, best, ["eager"]), _speedup(mine, best, kinds), best[5:] if best else "—"]
         lines.append(f"| {name.split('/')[-1]} | " + " | ".join(cells) + " |")
     if per_shape:
         lines += ["", "| problem | shape | split | " + " | ".join(kinds + ["ours"]) + " |",
                   "|---|---|---|" + "---:|" * (len(kinds) + 1)]
         for name in problems:
             mine = [r for r in rows if r["problem"] == name]
+            best = _best_ours(mine)
             for shape in dict.fromkeys(r["shape"] for r in mine):
                 cells = []
-                for kind in kinds + ["ours"]:
-                    found = [r for r in mine if r["shape"] == shape and
-                             (r["kind"] == kind or kind == "ours" and r["kind"].startswith("ours:"))]
+                for kind in kinds + [best]:
+                    found = [r for r in mine if r["shape"] == shape and r["kind"] == kind]
                     r = found[0] if found else None
                     cells.append("—" if r is None or not r["seconds"] else
                                  f"{r['seconds'] * 1e6:,.1f} µs ({_fmt(r['fraction'])})")
@@ -147,12 +148,23 @@ def markdown(env: dict, rows: list[dict], per_shape: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _speedup(mine: list[dict], ours: list[str], against: list[str]) -> str:
+def _best_ours(mine: list[dict]) -> str | None:
+    """The problem's solution that is shown: the one correct on most shapes, then the fastest."""
+    ours = {r["kind"] for r in mine if r["kind"].startswith("ours:")}
+
+    def rank(kind: str) -> tuple[int, float]:
+        got = [r["fraction"] for r in mine if r["kind"] == kind and r["fraction"]]
+        return len(got), geomean(got) or 0.0
+
+    return max(sorted(ours), key=rank) if ours else None
+
+
+def _speedup(mine: list[dict], ours: str | None, against: list[str]) -> str:
     """Geomean over shapes of (best of `against`) / ours, where both have a time."""
     ratios = []
     for shape in dict.fromkeys(r["shape"] for r in mine):
         times = {r["kind"]: r["seconds"] for r in mine if r["shape"] == shape and r["seconds"]}
-        mine_t = next((times[k] for k in ours if k in times), None)
+        mine_t = times.get(ours)
         base = [times[k] for k in against if k in times]
         if mine_t and base:
             ratios.append(min(base) / mine_t)
@@ -165,6 +177,8 @@ def main() -> None:
     parser.add_argument("--deck", default="hard")
     parser.add_argument("--problems", default="", help="comma-separated problem names (default: the whole deck)")
     parser.add_argument("--kinds", default=",".join(KINDS), help="baselines to time ('' for none)")
+    parser.add_argument("--shapes", default="", help="time the baselines on these shapes only (comma-separated; "
+                        "solutions are always judged on every shape)")
     parser.add_argument("--no-solutions", action="store_true")
     parser.add_argument("--max-seconds", type=float, default=5.0, help="measured seconds per timing, at most")
     parser.add_argument("--json", type=Path)
@@ -180,8 +194,14 @@ def main() -> None:
         names = [n if "/" in n else f"{args.deck}/{n}" for n in names]
         kinds = tuple(k for k in args.kinds.split(",") if k)
         policy = TimingPolicy(max_seconds=args.max_seconds, max_wall_seconds=4 * args.max_seconds + 10)
+        only = frozenset(n for n in args.shapes.split(",") if n)
+        unknown = only - {shape.name for n in names for shape in resolve(n).spec.select("all")}
+        if unknown:
+            parser.error(f"--shapes: no shape named {', '.join(sorted(unknown))} in {', '.join(names)}")
+        if not torch.cuda.is_available():
+            parser.error("measuring needs a CUDA GPU (--merge renders saved runs anywhere)")
         env = environment()
-        rows = measure_deck(names, kinds, not args.no_solutions, policy, args.json)
+        rows = measure_deck(names, kinds, not args.no_solutions, policy, args.json, only)
     text = markdown(env, rows, args.per_shape)
     if args.markdown:
         args.markdown.write_text(text)

@@ -67,19 +67,34 @@ def _tile_top(keys, ROWS: tl.constexpr, R: tl.constexpr, K: tl.constexpr,
         for step in tl.static_range(stage):
             x = _compare_swap(x, ROWS, R * K, stage - 1 - step, stage, False, LOG_R == 0)
     for level in tl.static_range(LOG_R):
-        pairs: tl.constexpr = (R >> level) // 2
-        a, b = tl.split(tl.permute(tl.reshape(x, [ROWS, pairs, 2, K]), (0, 1, 3, 2)))
-        x = tl.reshape(tl.maximum(a, b), [ROWS, pairs * K])
+        # (R >> level) // 2 pairs of lists; spelled out each time, a constexpr cannot be rebound
+        a, b = tl.split(tl.permute(tl.reshape(x, [ROWS, (R >> level) // 2, 2, K]), (0, 1, 3, 2)))
+        x = tl.reshape(tl.maximum(a, b), [ROWS, (R >> level) // 2 * K])
         for step in tl.static_range(LOG_K):
-            x = _compare_swap(x, ROWS, pairs * K, LOG_K - 1 - step, LOG_K, False, level == LOG_R - 1)
+            x = _compare_swap(x, ROWS, (R >> level) // 2 * K, LOG_K - 1 - step, LOG_K, False, level == LOG_R - 1)
     return x
+
+
+@triton.jit
+def _top_by_max(best, keys, ROWS: tl.constexpr, K: tl.constexpr):
+    """The K largest of a descending list best (ROWS, K) and a tile of keys, descending: K rounds
+    of a row max, each taking out the one key it found (keys are distinct)."""
+    slots = tl.arange(0, K)[None, :]
+    gone = tl.full([ROWS, 1], -9223372036854775807 - 1, tl.int64)  # below every key
+    out = best
+    for slot in tl.static_range(K):
+        top = tl.maximum(tl.max(keys, 1), tl.max(best, 1))[:, None]
+        out = tl.where(slots == slot, top, out)
+        keys = tl.where(keys == top, gone, keys)
+        best = tl.where(best == top, gone, best)
+    return out
 
 
 @triton.jit
 def _select(src_ptr, keys_ptr, values_ptr, indices_ptr, n_rows, n_cols, k, chunk,
             KEYS_IN: tl.constexpr, FINAL: tl.constexpr,
             ROWS: tl.constexpr, R: tl.constexpr, K: tl.constexpr, LOG_R: tl.constexpr,
-            LOG_K: tl.constexpr):
+            LOG_K: tl.constexpr, BY_MAX: tl.constexpr):
     BLOCK: tl.constexpr = R * K
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     split = tl.program_id(1)
@@ -103,10 +118,13 @@ def _select(src_ptr, keys_ptr, values_ptr, indices_ptr, n_rows, n_cols, k, chunk
             x = tl.load(src_ptr + row_base + cols, mask=mask, other=float("-inf"))
             keys = _pack(x, cols)
         if tl.max(tl.max(keys, 1), 0) > tl.min(tl.min(best, 1), 0):
-            merged = tl.maximum(best, _tile_top(keys, ROWS, R, K, LOG_R, LOG_K))  # bitonic
-            for step in tl.static_range(LOG_K):
-                merged = _compare_swap(merged, ROWS, K, LOG_K - 1 - step, LOG_K, True, False)
-            best = merged
+            if BY_MAX:
+                best = _top_by_max(best, keys, ROWS, K)
+            else:
+                merged = tl.maximum(best, _tile_top(keys, ROWS, R, K, LOG_R, LOG_K))  # bitonic
+                for step in tl.static_range(LOG_K):
+                    merged = _compare_swap(merged, ROWS, K, LOG_K - 1 - step, LOG_K, True, False)
+                best = merged
 
     slots = tl.arange(0, K)[None, :]
     if FINAL:
@@ -121,6 +139,10 @@ def _select(src_ptr, keys_ptr, values_ptr, indices_ptr, n_rows, n_cols, k, chunk
         splits = tl.num_programs(1)
         out = (rows.to(tl.int64)[:, None] * splits + split) * K + slots
         tl.store(keys_ptr + out, best, mask=row_ok[:, None])
+
+
+# Small lists are filled by K rounds of a row max; larger ones by the bitonic merge.
+BY_MAX_UP_TO = 8
 
 
 def _plan(n_cols: int, K: int, on_gpu: bool) -> tuple[int, int]:
@@ -151,7 +173,7 @@ class ModelNew(nn.Module):
         _select[grid](src, keys if keys is not None else dummy, values if final else dummy,
                       indices if final else dummy, n_rows, n_cols, self.k, chunk,
                       KEYS_IN=keys_in, FINAL=final, ROWS=rows, R=r, K=K, LOG_R=r.bit_length() - 1,
-                      LOG_K=K.bit_length() - 1,
+                      LOG_K=K.bit_length() - 1, BY_MAX=K <= BY_MAX_UP_TO,
                       num_warps=4)
         return keys, splits
 
