@@ -1,4 +1,4 @@
-"""Row top-k in Triton: packed 64-bit keys, sorted K-wide lists, merged by the bitonic max rule.
+"""Row top-k in Triton: packed 64-bit keys, sorted K-wide lists, kept by row maxima or bitonic merges.
 
 Each element becomes one int64 key: the float's bits mapped to an order-preserving int32 in the
 high half, and 2^32 - 1 - column in the low half. Keys are then all distinct and ordered by value
@@ -6,14 +6,16 @@ first, then by smaller column, so a selection of keys is a selection of (value, 
 ties resolved once and for all; the values and indices are unpacked only when written.
 
 A program owns ROWS rows and a slice of their columns, and keeps per row a descending list of the
-K best keys so far (K = k rounded up to a power of two). Each tile of R*K columns is cut into R
-lists of K, each sorted; pairs of sorted lists are merged by the rule of bitonic top-k: the
-elementwise maximum of a descending list and an ascending one holds exactly the K largest of the
-two as a bitonic sequence, and log K compare-and-swap steps order it. The network is written out
-with reshape, split and join, one code path for the GPU and the CPU interpreter (where tl.sort's
-reductions run element by element in Python). A tile whose largest key does not beat the
-smallest kept key is skipped after a single max. Rows too long for one program are sliced; each slice writes its K
-keys, and the same kernel then selects the final k from the slices' candidates.
+K best keys so far (K = k rounded up to a power of two). For K <= 8 the list is refilled from each
+tile by K rounds of a row max, each round taking out the key it found. For larger K each tile of
+R*K columns is cut into R lists of K, each sorted, and pairs of sorted lists are merged by the rule
+of bitonic top-k: the elementwise maximum of a descending list and an ascending one holds exactly
+the K largest of the two as a bitonic sequence, and log K compare-and-swap steps order it. The
+network is written out with reshape, split and join, one code path for the GPU and the CPU
+interpreter (where tl.sort's reductions run element by element in Python). A tile whose largest
+key does not beat the smallest kept key is skipped after a single max. Rows too long for one
+program are sliced; each slice writes its K keys, and the same kernel then selects the final k
+from the slices' candidates.
 
 Masked lanes read -inf at a column past the row's end, which ranks below every real element
 (a real -inf included), so they can never be selected while k <= N.
