@@ -16,29 +16,26 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from pathlib import Path
 
 import torch
-import yaml
 
 from rooftop.cli.common import progress_bar
 from rooftop.measure.baselines import KINDS, time_baselines
 from rooftop.measure.stopping import TimingPolicy
 from rooftop.pipeline.evaluate import evaluate
 from rooftop.pipeline.job import Settings
-from rooftop.problem.registry import bundled_names, resolve
+from rooftop.problem.registry import bundled_names, expected_statuses, resolve
 from rooftop.problem.spec import Problem
+from rooftop.score.aggregate import geomean
 from rooftop.score.hardware import GpuSpec, lookup
 from rooftop.score.roofline import roofline_fraction
 from rooftop.solution.loader import load_solution
 
 
-def our_solutions(problem_name: str) -> list[Path]:
-    folder = resolve(problem_name).root / "solutions"
-    expected = yaml.safe_load((folder / "expected.yaml").read_text()) or {}
-    return [folder / entry for entry, statuses in sorted(expected.items())
+def our_solutions(problem: Problem) -> list[Path]:
+    return [problem.root / "solutions" / entry for entry, statuses in sorted(expected_statuses(problem).items())
             if entry.startswith("triton_") and statuses.get("cuda") == "correct"]
 
 
@@ -56,11 +53,12 @@ def measure_deck(problems: list[str], kinds: tuple[str, ...], solutions: bool, p
                  sink: Path | None, only_shapes: frozenset[str] = frozenset()) -> list[dict]:
     rows: list[dict] = []
     gpu = lookup(torch.cuda.get_device_name())
+    env = environment()
 
     def keep(new: list[dict]) -> None:
         rows.extend(new)
         if sink:
-            sink.write_text(json.dumps({"environment": environment(), "rows": rows}, indent=1))
+            sink.write_text(json.dumps({"environment": env, "rows": rows}, indent=1))
 
     with progress_bar(True) as bar:
         task = bar.add_task("deck", total=len(problems))
@@ -73,7 +71,7 @@ def measure_deck(problems: list[str], kinds: tuple[str, ...], solutions: bool, p
                                          progress=lambda step: bar.update(task, description=step))
                 keep([_row(problem, gpu, shape, r.kind, r.stats.median if r.stats else None, r.error or "")
                       for r in records])
-            for path in our_solutions(name) if solutions else []:
+            for path in our_solutions(problem) if solutions else []:
                 bar.update(task, description=f"{name}: {path.name}")
                 verdict = evaluate(problem, load_solution(path),
                                    Settings(device="cuda", shapes="all", timing_policy=policy))
@@ -94,10 +92,6 @@ def environment() -> dict:
 
     return {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
             "cuda": torch.version.cuda, "date": time.strftime("%Y-%m-%d")}
-
-
-def geomean(values: list[float]) -> float | None:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:

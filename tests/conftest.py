@@ -54,12 +54,9 @@ def run(problem: str, solution: "str | Path", **settings):
 
 def deck_solutions(deck: str):
     """(problem name, solution path, {cpu: STATUS, cuda: STATUS}) for every solution a deck bundles."""
-    import yaml
-
-    from rooftop.problem.registry import bundled_names, resolve
+    from rooftop.problem.registry import bundled_names, expected_statuses, resolve
 
     for name in bundled_names(deck):
-        folder = resolve(name).root / "solutions"
-        expected = yaml.safe_load((folder / "expected.yaml").read_text())
-        for entry, statuses in expected.items():
-            yield name, folder / entry, statuses
+        problem = resolve(name)
+        for entry, statuses in expected_statuses(problem).items():
+            yield name, problem.root / "solutions" / entry, statuses

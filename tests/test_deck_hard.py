@@ -144,10 +144,11 @@ def test_bundled_solutions_get_their_status_on_every_gpu_shape(name, path, statu
     from rooftop.pipeline.job import Settings
     from rooftop.solution.loader import load_solution
 
-    verdict = evaluate(resolve(name), load_solution(path), Settings(device="cuda", shapes="all", timing=False))
+    problem = resolve(name)
+    verdict = evaluate(problem, load_solution(path), Settings(device="cuda", shapes="all", timing=False))
     assert verdict.status.value == statuses["cuda"], verdict.messages
     if verdict.status.value == "correct":
-        assert {r.shape for r in verdict.shapes if r.correct} == {s.name for s in resolve(name).spec.select("all")}
+        assert {r.shape for r in verdict.shapes if r.correct} == {s.name for s in problem.spec.select("all")}
 
 
 @pytest.mark.gpu

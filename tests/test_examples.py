@@ -1,6 +1,5 @@
 """The bundled example deck: every problem validates and every solution gets its expected status."""
 
-
 import pytest
 
 from conftest import HAS_NVCC, deck_solutions

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-import yaml
 from rich.table import Table
 
 from rooftop.cli.common import (DbOpt, DeviceOpt, GraphsOpt, JsonOpt, SandboxOpt, ShapesOpt, TimeoutOpt, out,
@@ -101,7 +100,7 @@ def demo_command(
     from rooftop.cli.render import summary_table
     from rooftop.pipeline.evaluate import evaluate, resolve_device
     from rooftop.pipeline.scoring import attach_stored_baselines
-    from rooftop.problem.registry import bundled_names, resolve
+    from rooftop.problem.registry import bundled_names, expected_statuses, resolve
     from rooftop.solution.loader import load_solution
     from rooftop.store.db import Store
 
@@ -112,7 +111,7 @@ def demo_command(
     jobs = []
     for name in names:
         problem = resolve(name)
-        expected = _expected(problem.root / "solutions")
+        expected = expected_statuses(problem)
         for entry in _solution_entries(problem.root / "solutions"):
             jobs.append((problem, entry, expected.get(entry.name)))
     store = Store(db)
@@ -146,16 +145,6 @@ def _solution_entries(folder: Path) -> list[Path]:
         return []
     return sorted(p for p in folder.iterdir()
                   if (p.suffix == ".py" and p.is_file()) or (p.is_dir() and (p / "solution.py").is_file()))
-
-
-def _expected(folder: Path) -> dict[str, dict[str, str]]:
-    path = folder / "expected.yaml"
-    if not path.is_file():
-        return {}
-    data = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a mapping of solution name -> {{cpu: STATUS, cuda: STATUS}}")
-    return data
 
 
 @problems_app.callback(invoke_without_command=True)

@@ -121,6 +121,7 @@ def time_baselines(problem: Problem, shapes: list[Shape], device: str, kinds: tu
     policy = policy or TimingPolicy.for_device(device)
     clock = clock_for(dev)
     sm_clock = SmClock.open(dev)[0] if dev.type == "cuda" else None
+    memory = device_memory(dev)
     seeds = random.Random(20261121)
     records = []
     for shape in shapes:
@@ -142,11 +143,12 @@ def time_baselines(problem: Problem, shapes: list[Shape], device: str, kinds: tu
                                     mode=mode if kind == "compile" else "", graphs=graphs)
             if progress:
                 progress(f"{problem.name} {shape.name}: {kind}")
+            skip = problem.spec.skip_baselines.get(kind)
+            if failed or skip:
+                record.error = failed or f"not measured for this problem: {skip}"
+                records.append(record)
+                continue
             try:
-                if failed:
-                    raise _Failed(failed)
-                if kind in problem.spec.skip_baselines:
-                    raise _Failed(f"not measured for this problem: {problem.spec.skip_baselines[kind]}")
                 fn = _build(kind, eager, init, sota, dev, mode)
                 record.error = _check(problem, fn, check_inputs, expected)
                 if not record.error:
@@ -154,9 +156,7 @@ def time_baselines(problem: Problem, shapes: list[Shape], device: str, kinds: tu
                         return make_inputs(reference, problem.spec, shape, seeds.randrange(2**31 - 1), dev)
 
                     record.stats = measure(fn, fresh, policy, clock, sm_clock, graph=graphs and dev.type == "cuda",
-                                           memory_bytes=device_memory(dev))
-            except _Failed as exc:
-                record.error = str(exc)
+                                           memory_bytes=memory)
             except _Unavailable as exc:
                 record.error = f"not available here: {exc}"
             except Exception as exc:
@@ -170,10 +170,6 @@ def time_baselines(problem: Problem, shapes: list[Shape], device: str, kinds: tu
 
 def _describe(exc: Exception) -> str:
     return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
-
-
-class _Failed(Exception):
-    pass
 
 
 def _check(problem: Problem, fn: Callable[..., Any], inputs: list[Any], expected: Any) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import yaml
+
 from rooftop.errors import UserError
 from rooftop.problem.loader import load_problem
 from rooftop.problem.spec import Problem
@@ -38,3 +40,14 @@ def resolve(name_or_path: str) -> Problem:
     known = bundled_names()
     hint = f"; bundled problems: {', '.join(known)}" if known else ""
     raise UserError(f"problem '{name_or_path}': no such file or folder, and not a bundled name{hint}")
+
+
+def expected_statuses(problem: Problem) -> dict[str, dict[str, str]]:
+    """What each bundled solution must get: solutions/expected.yaml, {entry: {cpu: STATUS, cuda: STATUS}}."""
+    path = problem.root / "solutions" / "expected.yaml"
+    if not path.is_file():
+        return {}
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a mapping of solution name -> {{cpu: STATUS, cuda: STATUS}}")
+    return data
