@@ -49,7 +49,8 @@ import triton.language as tl
 import triton.testing
 
 from rooftop.measure.clocks import SmClock
-from rooftop.measure.loop import clock_for, measure
+from rooftop.measure.loop import measure
+from rooftop.measure.timer import clock_for
 from rooftop.measure.measurement import relative_standard_error
 from rooftop.measure.stopping import TimingPolicy
 from rooftop.measure.timer import Clock

@@ -3,7 +3,7 @@ import sqlite3
 import pytest
 
 from rooftop.errors import UserError
-from rooftop.pipeline.verdict import Environment, ShapeResult, Status, Verdict
+from rooftop.verdict import Environment, ShapeResult, Status, Verdict
 from rooftop.measure.measurement import TimingStats
 from rooftop.store.db import Store
 
@@ -40,3 +40,29 @@ def test_not_a_database_is_a_user_error(tmp_path):
     path.write_text("this is not sqlite " * 100)
     with pytest.raises(UserError, match="junk.db"):
         Store(path)
+
+
+def test_evaluations_filter_newest_first_and_verdict_reads_one_back(tmp_path):
+    store = Store(tmp_path / "r.db")
+    for problem, status in (("/a/scale", "correct"), ("/a/upscale", "correct"), ("deck/scale", "incorrect"),
+                            ("/b/scale", "correct")):
+        v = verdict(status)
+        store.record(v.model_copy(update={"problem": problem}))
+    assert [r.id for r in store.evaluations()] == [4, 3, 2, 1]
+    assert [r.id for r in store.evaluations(problem="scale")] == [4, 3, 1]
+    assert [r.id for r in store.evaluations(problem="SCALE")] == []  # paths are case-sensitive
+    assert [r.id for r in store.evaluations(problem=["/a/upscale", "deck/scale"])] == [3, 2]
+    assert [r.id for r in store.evaluations(problem="scale", status=Status.correct, last=1)] == [4]
+    row = store.evaluations(last=1)[0]
+    assert row.problem == "/b/scale" and row.status is Status.correct and row.device_name == "x86_64"
+    assert store.verdict(3).problem == "deck/scale" and store.verdict(3).status is Status.incorrect
+    assert store.verdict(99) is None
+
+
+def test_a_reader_never_creates_a_database(tmp_path):
+    path = tmp_path / "sub" / "r.db"
+    with pytest.raises(UserError, match="r.db"):
+        Store(path, must_exist=True)
+    assert not path.exists() and not path.parent.exists()
+    Store(path).close()
+    assert Store(path, must_exist=True).evaluations() == []

@@ -11,10 +11,10 @@ from rooftop.check.probe import Probe, check_probes, probe_output, same_inputs
 from rooftop.integrity.audit import TamperGuard
 from rooftop.integrity.kernels import kernel_share, solution_kernel_names
 from rooftop.integrity.sandbox import _python_paths
-from rooftop.pipeline.evaluate import _make_job, select_shapes
+from rooftop.pipeline.evaluate import make_job, select_shapes
 from rooftop.pipeline.job import Settings
 from rooftop.pipeline.protocol import Kernel
-from rooftop.pipeline.tensorfile import TensorEntry, dump_tensors, load_tensors
+from rooftop.check.tensorfile import TensorEntry, dump_tensors, load_tensors
 from rooftop.problem.loader import load_problem
 from rooftop.score.hardware import lookup
 from rooftop.score.roofline import implausible
@@ -96,7 +96,7 @@ def test_replacing_a_guarded_function_is_seen():
 def test_the_child_is_told_no_held_out_shape_it_does_not_run():
     problem = load_problem(FIXTURES / "problems" / "scale")
     _, shapes = select_shapes(problem, "visible", "cpu")
-    job = _make_job(problem, load_solution(FIXTURES / "solutions" / "good.py"), Settings(), "cpu", shapes)
+    job = make_job(problem, load_solution(FIXTURES / "solutions" / "good.py"), Settings(), "cpu", shapes)
     assert "odd" not in job.model_dump_json()  # the held-out shape's name
     assert "seed" not in {k for k in job.model_dump() if k != "weights_seed"}
 

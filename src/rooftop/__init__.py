@@ -1,7 +1,10 @@
 """rooftop: problems in, verdicts out.
 
-    from rooftop import evaluate, load_problem, load_solution
-    verdict = evaluate(load_problem("problems/examples/softmax"), load_solution("my_softmax.py"))
+    from rooftop import run_evaluation
+    verdict = run_evaluation("examples/softmax", "my_softmax.py", store="rooftop.db")
+
+`run_evaluation` checks the problem, evaluates, applies stored baselines and records the verdict;
+`evaluate` is the engine alone (no problem check, no store).
 
 Names are imported lazily so that `import rooftop` (and the CLI's quick commands) stay fast.
 """
@@ -12,10 +15,13 @@ import importlib
 from typing import Any
 
 _PUBLIC = {
+    "run_evaluation": "rooftop.api",
     "evaluate": "rooftop.pipeline.evaluate",
+    "Cancelled": "rooftop.pipeline.context",
+    "Event": "rooftop.pipeline.events",
     "Settings": "rooftop.pipeline.job",
-    "Verdict": "rooftop.pipeline.verdict",
-    "Status": "rooftop.pipeline.verdict",
+    "Verdict": "rooftop.verdict",
+    "Status": "rooftop.verdict",
     "load_problem": "rooftop.problem.loader",
     "resolve_problem": "rooftop.problem.registry",
     "load_solution": "rooftop.solution.loader",

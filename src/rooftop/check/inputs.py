@@ -1,82 +1,16 @@
-"""Seeded inputs for one shape, the pool they live in, and the helpers that keep them honest
-(clones, snapshots)."""
+"""The pool a shape's inputs live in, and the snapshots that show whether a call changed them.
+
+Inputs are made by `problem.instance.make_inputs` from a seed, on both sides of the boundary."""
 
 from __future__ import annotations
 
 import collections
 import math
-
-from types import ModuleType
 from typing import Any
 
 import torch
 
-from rooftop.problem.spec import ProblemSpec, Shape
-
-
-def _call(fn: Any, spec: ProblemSpec, shape: Shape) -> Any:
-    return fn() if spec.kernelbench else fn(**shape.params)
-
-
-def init_inputs(reference: ModuleType, spec: ProblemSpec, shape: Shape) -> list[Any]:
-    return list(_call(reference.get_init_inputs, spec, shape))
-
-
-def construct(cls: Any, init: list[Any], seed: int, device: torch.device) -> Any:
-    """A model for one shape, its weights drawn from `seed` on the evaluation device.
-
-    Every side that builds a model (the trusted reference, the child's copy of its weights, the
-    candidate, the baselines) builds it this way, so the same seed gives the same weights; drawing
-    them on the GPU takes milliseconds where a CPU needs minutes for a MoE layer's gigabytes.
-    """
-    torch.manual_seed(seed)
-    with torch.device(device):
-        return cls(*clone(init))
-
-
-def make_inputs(reference: ModuleType, spec: ProblemSpec, shape: Shape, seed: int, device: torch.device) -> list[Any]:
-    """The forward arguments for one seed, made on the evaluation device.
-
-    Both sides call this with the same seed and get the same bits: the trusted side to compute
-    the expected output, the child just before the call. Factory calls in `get_inputs` default to
-    the evaluation device, so large inputs are drawn by the GPU's generator, not copied over.
-    """
-    torch.manual_seed(seed)
-    with torch.device(device):
-        made = _call(reference.get_inputs, spec, shape)
-    return [to_device(x, device) for x in made]
-
-
-def set_precision(spec: ProblemSpec) -> None:
-    """fp32 means IEEE fp32: no TF32 in cuBLAS or cuDNN (cuDNN allows it by default), unless the
-    problem says tf32. The reference, its eager timing and the candidate all run under this."""
-    tf32 = "tfloat32" in (spec.dtype, spec.peak_dtype)
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
-
-
-def to_device(value: Any, device: torch.device) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    if isinstance(value, (list, tuple)):
-        return type(value)(to_device(v, device) for v in value)
-    return value
-
-
-def clone(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.clone()
-    if isinstance(value, (list, tuple)):
-        return type(value)(clone(v) for v in value)
-    return value
-
-
-def tensors(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in tensors(v)]
-    return []
+from rooftop.values import nbytes
 
 
 def modified_inputs(before: list[Any], after: list[Any]) -> list[int]:
@@ -110,10 +44,6 @@ def pool_size(set_bytes: int, memory_bytes: int | None = None) -> int:
 def device_memory(device: torch.device) -> int | None:
     """Total memory of a CUDA device (what pools are sized against); None on the CPU."""
     return torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else None
-
-
-def nbytes(value: Any) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors(value))
 
 
 class InputPool:

@@ -1,27 +1,65 @@
-"""What every `rooftop` verb shares: consoles, option types, the progress bar."""
+"""What every `rooftop` verb shares: consoles, option types, the progress bar, the app settings."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-# a pipe or a file gets wide tables; a terminal gets its own width
-out = Console(width=None if sys.stdout.isatty() else 200)
+# the choices come from the engine's own enums (a device, sandbox or baseline kind is spelled
+# once), in modules that do not import torch
+from rooftop.measure.references import BaselineKind, CompileMode
+from rooftop.pipeline.job import DeviceChoice as Device
+from rooftop.pipeline.job import SandboxChoice as Sandbox
+from rooftop.pipeline.job import ShapeGroup
+
+SHAPE_GROUPS = tuple(g.value for g in ShapeGroup)
+
+# Plain (click-style) help: typer's rich panels print a type column (`<bool>` beside every flag,
+# `<str>` beside free text) that says nothing a reader needs; plain help shows flags bare and
+# choices as `<a|b|c>`.
+APP_SETTINGS: dict[str, Any] = {
+    "rich_markup_mode": None,
+    "context_settings": {"help_option_names": ["-h", "--help"]},
+    "pretty_exceptions_enable": False,
+    "add_completion": False,
+}
+
+
+def cli_app(help: str, **settings: Any) -> typer.Typer:
+    """A Typer app (the root or a sub-command group) with rooftop's help style and `-h`."""
+    return typer.Typer(help=help, **{**APP_SETTINGS, **settings})
+
+
+def _stdout_width() -> int | None:
+    """None lets rich choose: a terminal's width, else COLUMNS. A pipe or file with no COLUMNS
+    gets wide tables instead of rich's 80 columns, so saved output keeps one row per line."""
+    if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit():
+        return None
+    return 200
+
+
+out = Console(width=_stdout_width())
 err = Console(stderr=True)
 
-DeviceOpt = Annotated[str, typer.Option("--device", help="auto | cpu | cuda")]
-ShapesOpt = Annotated[str, typer.Option("--shapes", help="auto | visible | held_out | all | smoke "
-                                        "(auto: all on a GPU, smoke shapes on a CPU)")]
-DbOpt = Annotated[Path, typer.Option("--db", help="SQLite results database (appended to)")]
-TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1,
-                      help="wall-clock seconds per gate (per shape for correctness and timing)")]
+DeviceOpt = Annotated[Device, typer.Option("--device", help="where to run (auto: cuda when torch sees a GPU)")]
+ShapesOpt = Annotated[str, typer.Option(
+    "--shapes", metavar="GROUP|NAME[,NAME]",
+    help=f"a shape group ({' | '.join(SHAPE_GROUPS)}) or comma-separated shape names "
+         "(auto: all on a GPU, smoke shapes on a CPU)")]
+DbOpt = Annotated[Path, typer.Option("--db", metavar="FILE", help="SQLite results database (appended to)")]
+TimeoutOpt = Annotated[float | None, typer.Option(
+    "--timeout", min=0.1, metavar="SECONDS",
+    help="wall-clock seconds per gate (per shape for correctness and timing); default: chosen per gate from "
+         "the device and the time the problem's reference takes")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print only the JSON document on stdout")]
-SandboxOpt = Annotated[str, typer.Option("--sandbox", help="auto | bwrap | none (auto: bwrap when installed)")]
+SandboxOpt = Annotated[Sandbox, typer.Option("--sandbox", help="how the candidate is isolated "
+                                             "(auto: bwrap when installed)")]
 GraphsOpt = Annotated[bool, typer.Option("--graphs", help="time candidate and reference as CUDA-graph replays "
                                          "(for launch-bound shapes)")]
 

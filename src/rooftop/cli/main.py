@@ -5,30 +5,50 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
-from rooftop.cli.common import (DbOpt, DeviceOpt, GraphsOpt, JsonOpt, SandboxOpt, ShapesOpt, TimeoutOpt, out,
-                                progress_bar)
+from rooftop.cli.common import (SHAPE_GROUPS, DbOpt, Device, DeviceOpt, GraphsOpt, JsonOpt, Sandbox, SandboxOpt,
+                                ShapesOpt, TimeoutOpt, cli_app, out)
 from rooftop.cli.measure import register as register_measure_commands
+from rooftop.cli.results import register as register_results_commands
 from rooftop.errors import UserError
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  help="rooftop: build, check, time and score GPU kernels against the hardware roof.")
-problems_app = typer.Typer(help="List bundled problems, or show one.", pretty_exceptions_enable=False)
+if TYPE_CHECKING:
+    from rooftop.problem.spec import Problem
+
+app = cli_app("rooftop: build, check, time and score GPU kernels against the hardware roof.", no_args_is_help=True)
+problems_app = cli_app("List bundled problems, or show one.")
 app.add_typer(problems_app, name="problems")
 
-def _settings(device: str, shapes: str, timeout: float, seed: int | None, timing: bool, sandbox: str,
+
+def _print_version(value: bool) -> None:
+    if value:
+        from rooftop.environment import rooftop_version
+
+        sys.stdout.write(f"rooftop {rooftop_version()}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def rooftop_command(
+    version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
+                                          help="print the version and exit")] = False,
+) -> None:
+    """Options that come before any command; the app's help text is the one shown."""
+
+
+def _settings(device: str, shapes: str, timeout: float | None, seed: int | None, timing: bool, sandbox: str,
               graphs: bool = False):
     from rooftop.pipeline.job import Settings
 
-    choices = {"device": ("auto", "cpu", "cuda"), "shapes": ("auto", "visible", "held_out", "all", "smoke"),
-               "sandbox": ("auto", "bwrap", "none")}
-    for name, value in (("device", device), ("shapes", shapes), ("sandbox", sandbox)):
-        if value not in choices[name]:
-            raise UserError(f"--{name}: expected one of {', '.join(choices[name])} (got '{value}')")
+    # the parser hands enum members; the settings document holds their plain values
+    device, sandbox = Device(device).value, Sandbox(sandbox).value
+    if not shapes.strip(" ,"):
+        raise UserError(f"--shapes: expected a group ({', '.join(SHAPE_GROUPS)}) or shape names (got '{shapes}')")
     if device == "cuda":
         import torch
 
@@ -41,17 +61,18 @@ def _settings(device: str, shapes: str, timeout: float, seed: int | None, timing
     if graphs and device == "cpu":
         raise UserError("--graphs: CUDA graphs need a GPU (got --device cpu)")
     return Settings(device=device, shapes=shapes, timeout=timeout, seed=seed, timing=timing,
-                    build_timeout=max(timeout, 900.0), sandbox=sandbox, graphs=graphs)
+                    build_timeout=max(timeout or 0.0, 900.0), sandbox=sandbox, graphs=graphs)
 
 
 @app.command("eval")
 def eval_command(
-    problem: Annotated[str, typer.Argument(help="problem folder, KernelBench-style .py file, or bundled '<deck>/<name>'")],
-    solution: Annotated[Path, typer.Argument(help="solution .py file or folder with solution.py")],
+    problem: Annotated[str, typer.Argument(
+        metavar="PROBLEM", help="problem folder, KernelBench-style .py file, or bundled '<deck>/<name>'")],
+    solution: Annotated[Path, typer.Argument(metavar="SOLUTION", help="solution .py file or folder with solution.py")],
     device: DeviceOpt = "auto",
     shapes: ShapesOpt = "auto",
-    timeout: TimeoutOpt = 180.0,
-    seed: Annotated[int | None, typer.Option("--seed", help="base seed for reproducible inputs")] = None,
+    timeout: TimeoutOpt = None,
+    seed: Annotated[int | None, typer.Option("--seed", metavar="N", help="base seed for reproducible inputs")] = None,
     timing: Annotated[bool, typer.Option("--timing/--no-timing", help="time correct solutions")] = True,
     sandbox: SandboxOpt = "auto",
     graphs: GraphsOpt = False,
@@ -59,9 +80,10 @@ def eval_command(
     db: DbOpt = Path("rooftop.db"),
 ) -> None:
     """Evaluate one solution of one problem and print the verdict."""
+    _check_inputs(problem, solution)
+    from rooftop.api import run_evaluation
+    from rooftop.cli.progress import event_display
     from rooftop.cli.render import print_verdict
-    from rooftop.pipeline.evaluate import evaluate
-    from rooftop.pipeline.scoring import attach_stored_baselines
     from rooftop.problem.registry import resolve
     from rooftop.solution.loader import load_solution
     from rooftop.store.db import Store
@@ -70,36 +92,49 @@ def eval_command(
     sol = load_solution(solution)
     settings = _settings(device, shapes, timeout, seed, timing, sandbox, graphs)
     store = Store(db)
-    with progress_bar(not json_output) as bar:
-        task = bar.add_task(f"{spec.name}: {sol.path.name}", total=None)
-        verdict = evaluate(spec, sol, settings, progress=lambda step: bar.update(task, description=f"{sol.path.name}: {step}"))
-    stored = attach_stored_baselines(verdict, store)
-    store.record(verdict)
-    store.close()
+    try:
+        with event_display(not json_output) as display:
+            verdict = run_evaluation(spec, sol, settings, store=store,
+                                     events=display.start(f"{spec.spec.name}/{sol.path.name}"))
+    finally:
+        store.close()
     if json_output:
         sys.stdout.write(verdict.model_dump_json(indent=2) + "\n")
-    else:
-        print_verdict(verdict, out)
-        if not stored and verdict.environment and verdict.environment.device == "cuda" and settings.timing:
-            out.print(f"[dim]no stored torch.compile or SOTA baselines for this platform: "
-                      f"`rooftop baselines {problem} --db {db}` times them once[/dim]")
-        out.print(f"[dim]recorded in {db}[/dim]")
+        return
+    print_verdict(verdict, out)
+    stored = any(r.baselines for r in verdict.shapes)
+    if not stored and verdict.environment and verdict.environment.device == "cuda" and settings.timing:
+        out.print(f"[dim]no stored torch.compile or SOTA baselines for this platform: "
+                  f"`rooftop baselines {problem} --db {db}` times them once[/dim]")
+    out.print(f"[dim]recorded in {db}[/dim]")
+
+
+def _check_inputs(problem: str, solution: Path) -> None:
+    """Reject a bad problem or solution before the evaluation pipeline (and torch with it) is
+    imported, so a mistyped path is answered at once. Both loaders are light and quick."""
+    from rooftop.problem.registry import resolve
+    from rooftop.solution.loader import load_solution
+
+    resolve(problem)
+    load_solution(solution)
 
 
 @app.command("demo")
 def demo_command(
-    deck: Annotated[str, typer.Option("--deck", help="bundled deck whose solutions to evaluate")] = "examples",
+    deck: Annotated[str, typer.Option("--deck", metavar="DECK",
+                                      help="bundled deck whose solutions to evaluate")] = "examples",
     device: DeviceOpt = "auto",
     shapes: ShapesOpt = "auto",
-    timeout: TimeoutOpt = 30.0,
+    timeout: TimeoutOpt = None,
     sandbox: SandboxOpt = "auto",
     json_output: JsonOpt = False,
     db: DbOpt = Path("rooftop.db"),
 ) -> None:
     """Evaluate every bundled solution of a deck and print one table (the quick-start job)."""
+    from rooftop.api import run_evaluation
+    from rooftop.cli.progress import event_display
     from rooftop.cli.render import summary_table
-    from rooftop.pipeline.evaluate import evaluate, resolve_device
-    from rooftop.pipeline.scoring import attach_stored_baselines
+    from rooftop.pipeline.evaluate import resolve_device
     from rooftop.problem.registry import bundled_names, expected_statuses, resolve
     from rooftop.solution.loader import load_solution
     from rooftop.store.db import Store
@@ -118,15 +153,12 @@ def demo_command(
     store.start_run()
     rows = []
     dev = resolve_device(settings.device)
-    with progress_bar(not json_output) as bar:
-        task = bar.add_task("demo", total=len(jobs))
+    with event_display(not json_output, total=len(jobs)) as display:
         for problem, entry, expected in jobs:
-            bar.update(task, description=f"{problem.name}: {entry.name}")
-            verdict = evaluate(problem, load_solution(entry), settings)
-            attach_stored_baselines(verdict, store)
-            store.record(verdict)
+            events = display.start(f"{problem.name}/{entry.name}")
+            verdict = run_evaluation(problem, load_solution(entry), settings, store=store, events=events)
             rows.append((problem.name, entry.name, verdict, (expected or {}).get(dev)))
-            bar.advance(task)
+            display.advance()
     store.close()
     if json_output:
         sys.stdout.write(json.dumps([json.loads(r[2].model_dump_json()) for r in rows], indent=2) + "\n")
@@ -161,18 +193,25 @@ def problems_command(ctx: typer.Context, json_output: JsonOpt = False) -> None:
                                       "shapes": {s: len(p.spec.select(s)) for s in ("visible", "held_out", "smoke")}}
                                      for p in problems], indent=2) + "\n")
         return
-    table = Table(title="bundled problems", header_style="bold")
-    for col in ("name", "title", "dtype", "regime", "visible", "held-out", "smoke", "version"):
-        table.add_column(col)
+    out.print(_problems_table(problems))
+
+
+def _problems_table(problems: list[Problem]) -> Table:
+    # the title sits under the name, so an 80-column terminal keeps every column readable
+    table = Table(title="bundled problems", header_style="bold", caption="shapes: visible / held-out / smoke")
+    table.add_column("problem")
+    for col in ("dtype", "regime", "shapes", "version"):
+        table.add_column(col, no_wrap=True, justify="right" if col in ("shapes", "version") else "left")
     for p in problems:
         s = p.spec
-        table.add_row(p.name, s.title, s.dtype, s.regime, str(len(s.select("visible"))),
-                      str(len(s.select("held_out"))), str(len(s.smoke)), str(s.version))
-    out.print(table)
+        table.add_row(Text.assemble((p.name, "bold"), "\n", (s.title, "dim")), s.dtype, s.regime,
+                      f"{len(s.select('visible'))} / {len(s.select('held_out'))} / {len(s.smoke)}", str(s.version))
+    return table
 
 
 @problems_app.command("show")
-def problems_show(name: Annotated[str, typer.Argument(help="bundled name or path")], json_output: JsonOpt = False) -> None:
+def problems_show(name: Annotated[str, typer.Argument(metavar="NAME", help="bundled name or path")],
+                  json_output: JsonOpt = False) -> None:
     """Show one problem: shapes, dtype, flops and bytes, tolerance and policy."""
     from rooftop.problem.registry import resolve
 
@@ -187,8 +226,9 @@ def problems_show(name: Annotated[str, typer.Argument(help="bundled name or path
     out.print(f"dtype {spec.dtype} · regime {spec.regime} · flops {spec.flops or '-'} · bytes {spec.bytes or '-'}"
               + (f" · tolerance atol={tol.atol:g} rtol={tol.rtol:g} norm={tol.norm_bound:g}" if tol else " · exact"))
     table = Table(header_style="bold")
-    for col in ("shape", "split", "params", "GFLOP", "MB", "note"):
-        table.add_column(col)
+    for col in ("shape", "split", "params", "GFLOP", "MB", "note"):  # on a narrow terminal params and note wrap
+        table.add_column(col, no_wrap=col not in ("params", "note"),
+                         justify="right" if col in ("GFLOP", "MB") else "left")
     for shape in spec.all_shapes():
         flops, nbytes = spec.flops_for(shape), spec.bytes_for(shape)
         table.add_row(shape.name, shape.split.value, ", ".join(f"{k}={v}" for k, v in shape.params.items()),
@@ -201,11 +241,12 @@ def problems_show(name: Annotated[str, typer.Argument(help="bundled name or path
 
 
 register_measure_commands(app)
+register_results_commands(app)
 
 
 def main() -> None:
     try:
-        code = app(standalone_mode=False)
+        code = app(prog_name="rooftop", standalone_mode=False)
     except Exception as exc:
         # our input errors, and the argument parser's usage errors (exit code 2): one line, no traceback
         usage = getattr(exc, "exit_code", None) == 2 and hasattr(exc, "format_message")
@@ -213,11 +254,22 @@ def main() -> None:
             if type(exc).__name__ == "Abort":
                 sys.exit(130)
             raise
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `rooftop`: its "message" is the help
+            sys.stdout.write(exc.format_message() + "\n")
+            sys.exit(2)
         message = " ".join((exc.format_message() if usage else str(exc)).split())
-        if message:  # empty when the help was printed instead (no arguments at all)
-            sys.stderr.write(f"rooftop: error: {message}\n")
+        if message:  # empty when a rich-mode sub-app printed its help screen instead
+            _report_user_error(message)
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _report_user_error(message: str) -> None:
+    """One line on stderr; with --json also a JSON document on stdout, so a caller that parses
+    stdout gets an answer it can read instead of nothing."""
+    sys.stderr.write(f"rooftop: error: {message}\n")
+    if "--json" in sys.argv[1:]:
+        sys.stdout.write(json.dumps({"error": message, "exit_code": 2}) + "\n")
 
 
 if __name__ == "__main__":

@@ -5,13 +5,18 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from rooftop.cli.common import DbOpt, DeviceOpt, GraphsOpt, JsonOpt, ShapesOpt, progress_bar, out
+from rooftop.cli.common import (BaselineKind, CompileMode, DbOpt, Device, DeviceOpt, GraphsOpt, JsonOpt, ShapesOpt,
+                                out, progress_bar)
 from rooftop.errors import UserError
+
+if TYPE_CHECKING:
+    from rooftop.measure.baselines import BaselineRecord
+    from rooftop.problem.spec import Problem
 
 
 def register(app: typer.Typer) -> None:
@@ -20,35 +25,27 @@ def register(app: typer.Typer) -> None:
 
 
 def baselines_command(
-    target: Annotated[str, typer.Argument(help="problem folder or '<deck>/<name>', or a bundled deck name")],
-    kinds: Annotated[str, typer.Option("--kinds", help="comma-separated: eager, compile, sota")] = "eager,compile,sota",
-    compile_mode: Annotated[str, typer.Option("--compile-mode", help="default | max-autotune")] = "default",
-    device: DeviceOpt = "auto",
+    target: Annotated[str, typer.Argument(
+        metavar="TARGET", help="problem folder or '<deck>/<name>', or a bundled deck name")],
+    kinds: Annotated[str, typer.Option(
+        "--kinds", metavar="KIND[,KIND]",
+        help=f"comma-separated references to time: {', '.join(BaselineKind)}")] = ",".join(BaselineKind),
+    compile_mode: Annotated[CompileMode, typer.Option(
+        "--compile-mode", help="torch.compile mode of the compile reference")] = CompileMode.default,
+    device: DeviceOpt = Device.auto,
     shapes: ShapesOpt = "auto",
     graphs: GraphsOpt = False,
     json_output: JsonOpt = False,
     db: DbOpt = Path("rooftop.db"),
 ) -> None:
     """Time the references (eager, torch.compile, the problem's sota.py) and store them for reuse."""
-    from rooftop.cli.render import seconds
-    from rooftop.measure.baselines import COMPILE_MODES, KINDS, time_baselines
+    chosen = _baseline_kinds(kinds)
+    problems = _targets(target)  # before torch is imported: a mistyped target is answered at once
+    from rooftop.measure.baselines import time_baselines
     from rooftop.pipeline.evaluate import resolve_device, select_shapes
-    from rooftop.problem.registry import bundled_names, resolve
-    from rooftop.score.hardware import lookup
-    from rooftop.score.roofline import roofline_fraction
     from rooftop.store.db import Store
 
-    chosen = tuple(k.strip() for k in kinds.split(",") if k.strip())
-    unknown = [k for k in chosen if k not in KINDS]
-    if unknown or not chosen:
-        raise UserError(f"--kinds: expected a comma-separated subset of {', '.join(KINDS)} (got '{kinds}')")
-    if compile_mode not in COMPILE_MODES:
-        raise UserError(f"--compile-mode: expected one of {', '.join(COMPILE_MODES)} (got '{compile_mode}')")
-    if device not in ("auto", "cpu", "cuda"):
-        raise UserError(f"--device: expected one of auto, cpu, cuda (got '{device}')")
-    names = bundled_names(target) if "/" not in target and not Path(target).exists() else []
-    problems = [resolve(n) for n in names] if names else [resolve(target)]
-    dev = resolve_device(device)
+    dev = resolve_device(Device(device).value)
     if graphs and dev != "cuda":
         raise UserError("--graphs: CUDA graphs need a GPU")
     store = Store(db)
@@ -57,7 +54,7 @@ def baselines_command(
         task = bar.add_task("baselines", total=None)
         for problem in problems:
             _, selected = select_shapes(problem, shapes, dev)
-            made = time_baselines(problem, selected, dev, chosen, compile_mode, graphs,
+            made = time_baselines(problem, selected, dev, chosen, CompileMode(compile_mode).value, graphs,
                                   progress=lambda step: bar.update(task, description=step))
             store.save_baselines(made)  # each problem's records are kept as soon as they exist
             records += [(problem, r) for r in made]
@@ -65,6 +62,31 @@ def baselines_command(
     if json_output:
         sys.stdout.write(json.dumps([json.loads(r.model_dump_json()) for _, r in records], indent=2) + "\n")
         return
+    out.print(_baselines_table(records, dev))
+    out.print(f"[dim]stored in {db}; evaluations on this platform reuse them[/dim]")
+
+
+def _baseline_kinds(kinds: str) -> tuple[str, ...]:
+    chosen = tuple(k.strip() for k in kinds.split(",") if k.strip())
+    known = {k.value for k in BaselineKind}
+    if not chosen or any(k not in known for k in chosen):
+        raise UserError(f"--kinds: expected a comma-separated subset of {', '.join(BaselineKind)} (got '{kinds}')")
+    return chosen
+
+
+def _targets(target: str) -> list[Problem]:
+    """A bundled deck's problems, or the one problem a path or '<deck>/<name>' names."""
+    from rooftop.problem.registry import bundled_names, resolve
+
+    names = bundled_names(target) if "/" not in target and not Path(target).exists() else []
+    return [resolve(n) for n in names] if names else [resolve(target)]
+
+
+def _baselines_table(records: list[tuple[Problem, BaselineRecord]], dev: str) -> Table:
+    from rooftop.cli.render import seconds
+    from rooftop.score.hardware import lookup
+    from rooftop.score.roofline import roofline_fraction
+
     table = Table(title=f"baselines on {records[0][1].platform.device_name if records else dev}", header_style="bold")
     for col in ("problem", "shape", "kind", "median", "±", "n", "stop", "TFLOP/s", "GB/s", "roof", "note"):
         table.add_column(col, justify="left" if col in ("problem", "shape", "kind", "note") else "right")
@@ -80,8 +102,7 @@ def baselines_command(
                       f"{flops / st.median / 1e12:.2f}" if st and flops else "-",
                       f"{nbytes / st.median / 1e9:.1f}" if st and nbytes else "-",
                       f"{roof:.1%}" if roof is not None else "-", r.error[:80])
-    out.print(table)
-    out.print(f"[dim]stored in {db}; evaluations on this platform reuse them[/dim]")
+    return table
 
 
 def calibrate_command(json_output: JsonOpt = False, db: DbOpt = Path("rooftop.db")) -> None:

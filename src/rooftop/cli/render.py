@@ -6,13 +6,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from rooftop.pipeline.verdict import Status, Verdict
+from rooftop.verdict import Status, Verdict
 
 STATUS_STYLE = {
     Status.correct: "bold green", Status.incorrect: "bold red", Status.runtime_error: "bold red",
     Status.init_error: "bold red", Status.compile_error: "bold red", Status.rejected: "bold magenta",
     Status.timeout: "bold yellow", Status.internal_error: "bold red reverse", Status.needs_gpu: "bold cyan",
 }
+
+
+NOT_TIMED = "not timed"
 
 
 def seconds(value: float | None) -> str:
@@ -33,10 +36,17 @@ def status_text(status: Status) -> Text:
     return Text(status.value, style=STATUS_STYLE.get(status, ""))
 
 
+def untimed(verdict: Verdict) -> bool:
+    """A correct verdict with no candidate timing on any shape was evaluated with timing off: its
+    reward and speedups say nothing, so they are shown as "not timed" rather than as numbers."""
+    return verdict.status is Status.correct and all(r.candidate is None for r in verdict.shapes)
+
+
 def print_verdict(verdict: Verdict, console: Console) -> None:
     env = verdict.environment
-    console.print(Text.assemble(status_text(verdict.status), "  reward ",
-                                Text(number(verdict.reward, "{:+.3f}"), style="bold"),
+    reward = Text(NOT_TIMED, style="dim") if untimed(verdict) else \
+        Text.assemble("reward ", Text(number(verdict.reward, "{:+.3f}"), style="bold"))
+    console.print(Text.assemble(status_text(verdict.status), "  ", reward,
                                 f"  {verdict.problem} v{verdict.problem_version}  ",
                                 Text(verdict.solution.rsplit("/", 1)[-1], style="bold")))
     if env:
@@ -102,9 +112,10 @@ def summary_table(rows: list[tuple[str, str, Verdict, str | None]]) -> Table:
         table.add_column(col, justify="right" if col in ("reward", "speedup", "roofline", "wall") else "left")
     for problem, solution, verdict, expected in rows:
         ok = expected is None or expected == verdict.status.value
+        reward, speedup = ((NOT_TIMED, NOT_TIMED) if untimed(verdict) else
+                           (number(verdict.reward, "{:+.2f}"), number(verdict.summary.geomean_speedup, "{:.2f}x")))
         table.add_row(problem, solution, status_text(verdict.status),
-                      Text(expected or "-", style="" if ok else "bold red"),
-                      number(verdict.reward, "{:+.2f}"), number(verdict.summary.geomean_speedup, "{:.2f}x"),
+                      Text(expected or "-", style="" if ok else "bold red"), reward, speedup,
                       number(verdict.summary.geomean_roofline, "{:.1%}") if verdict.summary.geomean_roofline else "-",
                       verdict.environment.mode if verdict.environment else "-", f"{verdict.wall_seconds:.1f} s")
     return table

@@ -10,8 +10,11 @@ from __future__ import annotations
 import ast
 import re
 import sys
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rooftop.problem.spec import Policy
 
@@ -64,54 +67,108 @@ class Violation:
         return f"line {self.line}: [{self.rule}] {self.message}"
 
 
+Finding = tuple[ast.AST, str, str]  # the node to blame, the rule name it is reported under, the message
+
+
+@dataclass
+class Context:
+    """What the rules need to know about one file, worked out once before any rule runs."""
+
+    policy: Policy
+    aliases: dict[str, str]
+    called: set[int]  # id() of every call's func node: `x.softmax(-1)` calls x.softmax, `self.softmax = None` does not
+    forbidden_ops: set[str]  # the last part of each forbidden name
+    bare_ops: set[str]  # the same without leading underscores: torch._foo and torch.foo are one op to the policy
+    forbid_matmul_operator: bool
+    allowed_imports: set[str]
+    in_handler: bool = False  # set by the visitor before each node: does the node lie inside an except handler
+
+    @classmethod
+    def of(cls, nodes: list[tuple[ast.AST, bool]], policy: Policy) -> Context:
+        forbidden_ops = {f.rsplit(".", 1)[-1] for f in policy.forbidden if f != "@"}
+        return cls(policy=policy, aliases=_aliases(node for node, _ in nodes),
+                   called={id(node.func) for node, _ in nodes if isinstance(node, ast.Call)},
+                   forbidden_ops=forbidden_ops, bare_ops={op.lstrip("_") for op in forbidden_ops},
+                   forbid_matmul_operator="@" in policy.forbidden or "matmul" in forbidden_ops,
+                   allowed_imports=ALLOWED_IMPORTS | set(policy.extra_imports))
+
+    def resolve(self, node: ast.AST) -> str | None:
+        return _resolve(node, self.aliases)
+
+
+Check = Callable[[Any, Context], Iterable[Finding]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    names: tuple[str, ...]  # every rule name its findings may carry
+    nodes: tuple[type[ast.AST], ...]  # the node types it is handed
+    check: Check
+
+
+# rule name -> the rule that reports it; registration order is the order in which violations on one line are listed
+RULES: dict[str, Rule] = {}
+
+
+def rule(*names: str, nodes: tuple[type[ast.AST], ...]) -> Callable[[Check], Check]:
+    """Register a check for the node types it reads. A check that decides between several rule names (a stream
+    or a thread) registers them all, so its findings stay in reading order with one another."""
+    def register(check: Check) -> Check:
+        entry = Rule(names, nodes, check)
+        for name in names:
+            if name in RULES:
+                raise ValueError(f"the rule name '{name}' is registered twice")
+            RULES[name] = entry
+        return check
+    return register
+
+
 def check_source(source: str, policy: Policy, filename: str = "solution.py") -> list[Violation]:
     """All policy violations in one Python source. A syntax error raises SyntaxError."""
-    tree = ast.parse(source, filename=filename)
-    aliases = _aliases(tree)
-    forbidden_ops = {f.rsplit(".", 1)[-1] for f in policy.forbidden if f != "@"}
-    bare_ops = {op.lstrip("_") for op in forbidden_ops}  # torch._foo and torch.foo are one op to the policy
-    forbid_matmul_operator = "@" in policy.forbidden or "matmul" in forbidden_ops
+    nodes = _walk(ast.parse(source, filename=filename))
     found: list[Violation] = []
     seen: set[tuple[int, str]] = set()
-
-    def report(rule: str, node: ast.AST, message: str) -> None:
+    for node, name, message in _findings(nodes, Context.of(nodes, policy)):
         key = (getattr(node, "lineno", 0), message)
         if key not in seen:
             seen.add(key)
-            found.append(Violation(rule, getattr(node, "lineno", 0), message))
-
-    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(node.op, ast.MatMult) \
-                and forbid_matmul_operator:
-            report("forbidden-op", node, "the @ operator (matrix multiply) is forbidden by this problem")
-        if not isinstance(node, (ast.Attribute, ast.Name)):
-            continue
-        dotted = _resolve(node, aliases)
-        if dotted is None:
-            if isinstance(node, ast.Attribute) and node.attr.lstrip("_") in bare_ops and id(node) in called:
-                report("forbidden-op", node, f"'.{node.attr}' is forbidden by this problem "
-                       f"(Tensor.{node.attr} or a library {node.attr})")
-            continue
-        last = dotted.rsplit(".", 1)[-1]
-        if dotted.startswith("torch") and last.lstrip("_") in bare_ops:
-            report("forbidden-op", node, f"'{dotted}' is forbidden by this problem")
-        elif not dotted.startswith("torch") and dotted in policy.forbidden:
-            report("forbidden-op", node, f"'{dotted}' is forbidden by this problem")
-    if not policy.allow_torch_ops:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call):
-                dotted = _resolve(node.func, aliases)
-                if dotted and dotted.startswith("torch.") and not _allocation(dotted):
-                    report("torch-compute", node, f"'{dotted}' computes with torch; this problem "
-                           "allows only allocation and metadata calls of torch")
-    for rule in (_imports, _concurrency, _patching, _subclasses, _fallbacks, _dynamic_code, _introspection):
-        for node, name, message in rule(tree, aliases, policy, forbidden_ops):
-            report(name, node, message)
-    for source in _inline_strings(tree):
-        for rule, line, message in check_native(source):
-            found.append(Violation(rule, 0, f"in a load_inline source, line {line}: {message}"))
+            found.append(Violation(name, key[0], message))
+    for text in _inline_strings(node for node, _ in nodes):
+        for name, line, message in check_native(text):
+            found.append(Violation(name, 0, f"in a load_inline source, line {line}: {message}"))
     return sorted(found, key=lambda v: v.line)
+
+
+def _walk(tree: ast.Module) -> list[tuple[ast.AST, bool]]:
+    """The one traversal: every node in ast.walk's (breadth-first) order, each with whether it lies inside
+    an except handler (the handler's own node and its exception type included)."""
+    out: list[tuple[ast.AST, bool]] = []
+    queue: deque[tuple[ast.AST, bool]] = deque([(tree, False)])
+    while queue:
+        node, in_handler = queue.popleft()
+        inside = in_handler or isinstance(node, ast.ExceptHandler)
+        out.append((node, inside))
+        queue.extend((child, inside) for child in ast.iter_child_nodes(node))
+    return out
+
+
+def _findings(nodes: list[tuple[ast.AST, bool]], context: Context) -> list[Finding]:
+    """Each node handed to the rules registered for its type. Findings come out rule by rule in registration
+    order, each rule's in reading order, so that de-duplication keeps the same one every time."""
+    rules = list({id(entry): entry for entry in RULES.values()}.values())
+    by_type: dict[type[ast.AST], list[tuple[int, Rule]]] = {}
+    found: list[tuple[int, int, Finding]] = []
+    for node, in_handler in nodes:
+        if type(node) not in by_type:
+            by_type[type(node)] = [(rank, entry) for rank, entry in enumerate(rules) if isinstance(node, entry.nodes)]
+        context.in_handler = in_handler
+        for rank, entry in by_type[type(node)]:
+            for finding in entry.check(node, context):
+                if finding[1] not in entry.names:
+                    raise ValueError(f"{entry.check.__name__} reported '{finding[1]}', a name it did not register")
+                found.append((rank, len(found), finding))
+    found.sort(key=lambda f: f[:2])
+    return [finding for _, _, finding in found]
 
 
 def check_native(source: str) -> list[tuple[str, int, str]]:
@@ -127,97 +184,111 @@ def check_native(source: str) -> list[tuple[str, int, str]]:
     return hits
 
 
-Finding = tuple[ast.AST, str, str]
+# The rules, in the order their violations on one line are listed.
+
+@rule("forbidden-op", nodes=(ast.BinOp, ast.AugAssign, ast.Attribute, ast.Name))
+def _forbidden_op(node: ast.AST, context: Context) -> Iterator[Finding]:
+    if isinstance(node, (ast.BinOp, ast.AugAssign)):
+        if isinstance(node.op, ast.MatMult) and context.forbid_matmul_operator:
+            yield node, "forbidden-op", "the @ operator (matrix multiply) is forbidden by this problem"
+        return
+    dotted = context.resolve(node)
+    if dotted is None:
+        # a method on something not imported (x.softmax(...)): caught by name, whatever x is
+        if isinstance(node, ast.Attribute) and node.attr.lstrip("_") in context.bare_ops and id(node) in context.called:
+            yield node, "forbidden-op", (f"'.{node.attr}' is forbidden by this problem "
+                                         f"(Tensor.{node.attr} or a library {node.attr})")
+        return
+    last = dotted.rsplit(".", 1)[-1]
+    if dotted.startswith("torch") and last.lstrip("_") in context.bare_ops:
+        yield node, "forbidden-op", f"'{dotted}' is forbidden by this problem"
+    elif not dotted.startswith("torch") and dotted in context.policy.forbidden:
+        yield node, "forbidden-op", f"'{dotted}' is forbidden by this problem"
 
 
-def _imports(tree: ast.Module, aliases: dict[str, str], policy: Policy, _ops: set[str]) -> list[Finding]:
-    allowed = ALLOWED_IMPORTS | set(policy.extra_imports)
-    out = []
-    for node in ast.walk(tree):
-        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-            [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else []
-        for name in names:
-            if not any(name == a or name.startswith(a + ".") for a in allowed):
-                out.append((node, "import", f"import of '{name}' is not allowed (allowed: torch, triton, numpy, "
-                            "ctypes, os and the standard helpers; a problem may add more)"))
-    return out
+@rule("torch-compute", nodes=(ast.Call,))
+def _torch_compute(node: ast.Call, context: Context) -> Iterator[Finding]:
+    if context.policy.allow_torch_ops:
+        return
+    dotted = context.resolve(node.func)
+    if dotted and dotted.startswith("torch.") and not _allocation(dotted):
+        yield node, "torch-compute", (f"'{dotted}' computes with torch; this problem "
+                                      "allows only allocation and metadata calls of torch")
 
 
-def _concurrency(tree: ast.Module, aliases: dict[str, str], _p: Policy, _ops: set[str]) -> list[Finding]:
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            dotted = _resolve(node.func, aliases) or ""
-            if dotted in STREAM_CALLS:
-                out.append((node, "stream", f"'{dotted}': creating or switching CUDA streams is not allowed; "
-                            "run on the caller's current stream"))
-            elif dotted.startswith(CONCURRENCY_ROOTS):
-                out.append((node, "thread", f"'{dotted}': threads and processes are not allowed"))
-    return out
+@rule("import", nodes=(ast.Import, ast.ImportFrom))
+def _imports(node: ast.Import | ast.ImportFrom, context: Context) -> Iterator[Finding]:
+    names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+        [node.module] if node.module and node.level == 0 else []
+    for name in names:
+        if not any(name == a or name.startswith(a + ".") for a in context.allowed_imports):
+            yield node, "import", (f"import of '{name}' is not allowed (allowed: torch, triton, numpy, "
+                                   "ctypes, os and the standard helpers; a problem may add more)")
 
 
-def _patching(tree: ast.Module, aliases: dict[str, str], _p: Policy, _ops: set[str]) -> list[Finding]:
-    out = []
-    for node in ast.walk(tree):
-        targets: list[ast.AST] = []
-        if isinstance(node, (ast.Assign, ast.Delete)):
-            targets = list(node.targets)
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-            targets = [node.target]
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr") \
-                and node.args:
-            targets = [node.args[0]]
-        for target in targets:
-            dotted = _resolve(target, aliases) or ""
-            if dotted.split(".")[0] in PROTECTED_ROOTS and (isinstance(target, ast.Attribute) or
-                                                            isinstance(node, ast.Call)):
-                out.append((node, "patch", f"assigning to '{dotted}' is not allowed (no patching of torch, "
-                            "triton, time or the harness)"))
-    return out
+@rule("stream", "thread", nodes=(ast.Call,))
+def _concurrency(node: ast.Call, context: Context) -> Iterator[Finding]:
+    dotted = context.resolve(node.func) or ""
+    if dotted in STREAM_CALLS:
+        yield node, "stream", (f"'{dotted}': creating or switching CUDA streams is not allowed; "
+                               "run on the caller's current stream")
+    elif dotted.startswith(CONCURRENCY_ROOTS):
+        yield node, "thread", f"'{dotted}': threads and processes are not allowed"
 
 
-def _subclasses(tree: ast.Module, aliases: dict[str, str], _p: Policy, _ops: set[str]) -> list[Finding]:
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef):
-            for base in node.bases:
-                if (_resolve(base, aliases) or "") in ("torch.Tensor", "torch._C.TensorBase", "torch._C._TensorBase"):
-                    out.append((node, "tensor-subclass", f"class {node.name} subclasses torch.Tensor"))
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name in ("__torch_function__", "__torch_dispatch__"):
-                    out.append((item, "tensor-subclass", f"{node.name}.{item.name} intercepts torch calls"))
-        elif isinstance(node, ast.Attribute) and node.attr in ("_make_subclass", "as_subclass", "_make_wrapper_subclass"):
-            out.append((node, "tensor-subclass", f"'.{node.attr}' makes a Tensor subclass"))
-    return out
+@rule("patch", nodes=(ast.Assign, ast.Delete, ast.AugAssign, ast.AnnAssign, ast.Call))
+def _patching(node: ast.AST, context: Context) -> Iterator[Finding]:
+    targets: list[ast.AST] = []
+    if isinstance(node, (ast.Assign, ast.Delete)):
+        targets = list(node.targets)
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        targets = [node.target]
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr") \
+            and node.args:
+        targets = [node.args[0]]
+    for target in targets:
+        dotted = context.resolve(target) or ""
+        if dotted.split(".")[0] in PROTECTED_ROOTS and (isinstance(target, ast.Attribute) or
+                                                        isinstance(node, ast.Call)):
+            yield node, "patch", (f"assigning to '{dotted}' is not allowed (no patching of torch, "
+                                  "triton, time or the harness)")
 
 
-def _fallbacks(tree: ast.Module, aliases: dict[str, str], policy: Policy, ops: set[str]) -> list[Finding]:
-    """try/except whose handler computes with torch: a silent fallback to the reference path."""
-    out = []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Try):
-            continue
-        for handler in node.handlers:
-            for inner in ast.walk(handler):
-                if isinstance(inner, ast.Call):
-                    dotted = _resolve(inner.func, aliases) or ""
-                    method = inner.func.attr if isinstance(inner.func, ast.Attribute) and not dotted else ""
-                    if (dotted.startswith("torch.") and not _allocation(dotted)) or method in ops:
-                        out.append((inner, "fallback", f"'{dotted or '.' + method}' inside an except handler: "
-                                    "falling back to torch when the kernel fails is not allowed"))
-    return out
+@rule("tensor-subclass", nodes=(ast.ClassDef, ast.Attribute))
+def _subclasses(node: ast.ClassDef | ast.Attribute, context: Context) -> Iterator[Finding]:
+    if isinstance(node, ast.Attribute):
+        if node.attr in ("_make_subclass", "as_subclass", "_make_wrapper_subclass"):
+            yield node, "tensor-subclass", f"'.{node.attr}' makes a Tensor subclass"
+        return
+    for base in node.bases:
+        if (context.resolve(base) or "") in ("torch.Tensor", "torch._C.TensorBase", "torch._C._TensorBase"):
+            yield node, "tensor-subclass", f"class {node.name} subclasses torch.Tensor"
+    for item in node.body:
+        if isinstance(item, ast.FunctionDef) and item.name in ("__torch_function__", "__torch_dispatch__"):
+            yield item, "tensor-subclass", f"{node.name}.{item.name} intercepts torch calls"
 
 
-def _dynamic_code(tree: ast.Module, aliases: dict[str, str], _p: Policy, _ops: set[str]) -> list[Finding]:
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in DYNAMIC_CODE:
-            out.append((node, "dynamic-code", f"'{node.func.id}()' runs code the policy cannot read"))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "vars") \
-                and _computed_lookup(node):
-            out.append((node, "dynamic-code", f"'{node.func.id}()' with a computed name reaches an attribute the "
-                        "policy cannot read (a forbidden op spelled at run time)"))
-    return out
+@rule("fallback", nodes=(ast.Call,))
+def _fallbacks(node: ast.Call, context: Context) -> Iterator[Finding]:
+    """A call inside an except handler that computes with torch: a silent fallback to the reference path."""
+    if not context.in_handler:
+        return
+    dotted = context.resolve(node.func) or ""
+    method = node.func.attr if isinstance(node.func, ast.Attribute) and not dotted else ""
+    if (dotted.startswith("torch.") and not _allocation(dotted)) or method in context.forbidden_ops:
+        yield node, "fallback", (f"'{dotted or '.' + method}' inside an except handler: "
+                                 "falling back to torch when the kernel fails is not allowed")
+
+
+@rule("dynamic-code", nodes=(ast.Call,))
+def _dynamic_code(node: ast.Call, _context: Context) -> Iterator[Finding]:
+    if not isinstance(node.func, ast.Name):
+        return
+    if node.func.id in DYNAMIC_CODE:
+        yield node, "dynamic-code", f"'{node.func.id}()' runs code the policy cannot read"
+    elif node.func.id in ("getattr", "vars") and _computed_lookup(node):
+        yield node, "dynamic-code", (f"'{node.func.id}()' with a computed name reaches an attribute the "
+                                     "policy cannot read (a forbidden op spelled at run time)")
 
 
 def _computed_lookup(call: ast.Call) -> bool:
@@ -230,10 +301,11 @@ def _computed_lookup(call: ast.Call) -> bool:
     return not (isinstance(name, ast.Constant) and isinstance(name.value, str))
 
 
-def _introspection(tree: ast.Module, _a: dict[str, str], _p: Policy, _ops: set[str]) -> list[Finding]:
-    return [(node, "introspection", f"'.{node.attr}' reaches into the interpreter's frames or objects, "
-             "where the harness keeps its state") for node in ast.walk(tree)
-            if isinstance(node, ast.Attribute) and node.attr in INTROSPECTION]
+@rule("introspection", nodes=(ast.Attribute,))
+def _introspection(node: ast.Attribute, _context: Context) -> Iterator[Finding]:
+    if node.attr in INTROSPECTION:
+        yield node, "introspection", (f"'.{node.attr}' reaches into the interpreter's frames or objects, "
+                                      "where the harness keeps its state")
 
 
 def check_file_names(files: list[Path], root: Path) -> list[tuple[Path, Violation]]:
@@ -247,9 +319,9 @@ def check_file_names(files: list[Path], root: Path) -> list[tuple[Path, Violatio
     return out
 
 
-def _inline_strings(tree: ast.Module) -> list[str]:
+def _inline_strings(nodes: Iterable[ast.AST]) -> list[str]:
     """Every string constant long enough to be native source (load_inline's sources among them)."""
-    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    return [n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)
             and ("{" in n.value and ";" in n.value)]
 
 
@@ -258,10 +330,10 @@ def _allocation(dotted: str) -> bool:
         or dotted.startswith("torch.float") or dotted.startswith("torch.int") or dotted == "torch.bfloat16"
 
 
-def _aliases(tree: ast.Module) -> dict[str, str]:
+def _aliases(nodes: Iterable[ast.AST]) -> dict[str, str]:
     """Local name -> fully qualified module or object, from every import in the file."""
     out: dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.asname:

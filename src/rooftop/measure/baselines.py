@@ -9,10 +9,8 @@ evaluation until `rooftop baselines` computes them again.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
-import sys
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
@@ -21,16 +19,17 @@ import torch
 from pydantic import BaseModel, Field
 
 from rooftop.check.compare import compare_outputs
-from rooftop.check.inputs import clone, construct, device_memory, init_inputs, make_inputs, set_precision
+from rooftop.check.inputs import device_memory
 from rooftop.measure.clocks import SmClock
-from rooftop.measure.loop import clock_for, measure
+from rooftop.measure.loop import measure
 from rooftop.measure.measurement import TimingStats
 from rooftop.measure.stopping import TimingPolicy
-from rooftop.pipeline.trusted import import_reference
+from rooftop.measure.timer import clock_for
+from rooftop.problem.instance import ProblemInstance, construct, import_file
 from rooftop.problem.spec import Problem, Shape
+from rooftop.values import clone
 
-KINDS = ("eager", "compile", "sota")
-COMPILE_MODES = ("default", "max-autotune")
+from rooftop.measure.references import COMPILE_MODES, KINDS  # noqa: E402
 
 
 class Platform(BaseModel):
@@ -44,7 +43,7 @@ class Platform(BaseModel):
 
     @classmethod
     def here(cls, device: str) -> "Platform":
-        from rooftop.pipeline.environment import collect_environment_basics
+        from rooftop.environment import collect_environment_basics
 
         return cls.model_validate(collect_environment_basics(device))
 
@@ -69,19 +68,7 @@ class BaselineRecord(BaseModel):
 
 def sota_module(problem: Problem) -> Any | None:
     """The problem's sota.py, imported; None when it has none."""
-    if problem.sota is None:
-        return None
-    spec = importlib.util.spec_from_file_location(f"rooftop_sota_{problem.name.replace('/', '_')}", problem.sota)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {problem.sota}")
-    module = importlib.util.module_from_spec(spec)
-    folder = str(problem.sota.parent)
-    sys.path.insert(0, folder)
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(folder)
-    return module
+    return None if problem.sota is None else import_file(problem.sota)
 
 
 def _build(kind: str, eager: Any, init: list[Any], sota: Any, device: torch.device, mode: str) -> Callable[..., Any]:
@@ -114,9 +101,8 @@ def time_baselines(problem: Problem, shapes: list[Shape], device: str, kinds: tu
                    progress: Callable[[str], None] | None = None) -> list[BaselineRecord]:
     """Time each reference kind on each shape; a kind that fails is recorded with its error."""
     dev = torch.device(device)
-    set_precision(problem.spec)
     platform = Platform.here(device)
-    reference = import_reference(problem)
+    instance = ProblemInstance(problem, dev)
     sota = sota_module(problem) if "sota" in kinds else None
     policy = policy or TimingPolicy.for_device(device)
     clock = clock_for(dev)
@@ -127,9 +113,9 @@ def time_baselines(problem: Problem, shapes: list[Shape], device: str, kinds: tu
     for shape in shapes:
         # once per shape: the eager model, and the answer every kind must reproduce before it is timed
         try:
-            init = init_inputs(reference, problem.spec, shape)
-            eager = construct(reference.Model, init, 0, dev).to(dev).eval()
-            check_inputs = make_inputs(reference, problem.spec, shape, 12345, dev)
+            init = instance.init_inputs(shape)
+            eager = instance.model(shape)
+            check_inputs = instance.inputs(shape, 12345)
             with torch.no_grad():
                 expected = eager(*clone(check_inputs))
             failed = ""
@@ -153,7 +139,7 @@ def time_baselines(problem: Problem, shapes: list[Shape], device: str, kinds: tu
                 record.error = _check(problem, fn, check_inputs, expected)
                 if not record.error:
                     def fresh() -> list[Any]:
-                        return make_inputs(reference, problem.spec, shape, seeds.randrange(2**31 - 1), dev)
+                        return instance.inputs(shape, seeds.randrange(2**31 - 1))
 
                     record.stats = measure(fn, fresh, policy, clock, sm_clock, graph=graphs and dev.type == "cuda",
                                            memory_bytes=memory)
@@ -163,6 +149,7 @@ def time_baselines(problem: Problem, shapes: list[Shape], device: str, kinds: tu
                 record.error = _describe(exc)
             records.append(record)
         eager = expected = check_inputs = None  # freed before the next shape's model is built
+        instance.release()
         if dev.type == "cuda":
             torch.cuda.empty_cache()
     return records

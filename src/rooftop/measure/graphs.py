@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from rooftop.check.inputs import clone
+from rooftop.values import clone
 
 
 class GraphCaptureFailed(Exception):
@@ -49,3 +49,22 @@ class GraphedCall:
 
     def replay(self) -> None:
         self.graph.replay()
+
+
+class GraphCache:
+    """One shape's graph at a time: capturing another shape frees the previous graph and its buffers."""
+
+    def __init__(self) -> None:
+        self._shape: str | None = None
+        self._graph: GraphedCall | None = None
+
+    def load(self, shape: str, fn: Callable[..., Any], inputs: list[Any]) -> GraphedCall:
+        """The shape's graph (captured on its first call) with these inputs copied into its buffers."""
+        if self._shape != shape or self._graph is None:
+            self._shape, self._graph = None, None
+            self._graph, self._shape = GraphedCall(fn, inputs), shape
+        self._graph.load(inputs)
+        return self._graph
+
+    def clear(self) -> None:
+        self._shape, self._graph = None, None

@@ -1,55 +1,97 @@
-"""Measuring a trusted callable in this process: baselines, calibration, benchmarks.
+"""The one sampling loop: warm-up, kept and dropped samples, idle pauses, for one measurement or
+a pair taken call by call (candidate and reference: A B A B ...).
 
-The same method as an evaluation's timing gate, without a child: fresh inputs per call from a
-pool, the same clock (L2 flush, one event pair per call), the same warm-up and stopping rule, the
-same SM-clock rule, and CUDA graphs when asked. Only trusted code (a problem's reference, a
-library) is measured this way; candidates are always measured through the child.
+Every timing in rooftop goes through `PairedSampling`: the timing gate (candidate in the child,
+reference on the trusted side), and trusted callables measured in this process by `measure`
+(baselines, calibration, benchmarks). Only trusted code is measured in-process; candidates are
+always measured through the child.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import torch
 
 from rooftop.check.inputs import InputPool
 from rooftop.measure.clocks import SmClock
-from rooftop.measure.graphs import GraphedCall
+from rooftop.measure.graphs import GraphCache
 from rooftop.measure.measurement import TimingStats
 from rooftop.measure.stopping import Sampler, TimingPolicy
-from rooftop.measure.timer import Clock, CpuClock, CudaEventClock
+from rooftop.measure.timer import Clock
+
+__all__ = ["PairedSampling", "Taken", "measure"]
 
 
-def clock_for(device: torch.device) -> Clock:
-    return CudaEventClock(device) if device.type == "cuda" else CpuClock()
+class Taken(NamedTuple):
+    """One timed call: the clock's seconds, the SM clock just after (MHz) and the host's wall time."""
+
+    seconds: float
+    clock: float | None = None
+    wall: float = 0.0
+
+
+class PairedSampling:
+    """Samplers that advance together: a pair is warmed, kept or dropped as one, so the paired
+    ratios stay paired, and a GPU at its power limit idles before the next call."""
+
+    def __init__(self, policy: TimingPolicy, sides: int = 1, max_clock_mhz: float | None = None) -> None:
+        self.samplers = [Sampler(policy, max_clock_mhz=max_clock_mhz) for _ in range(sides)]
+        self.walls = [0.0] * sides  # host wall time around the kept samples, per side
+
+    @property
+    def stopped(self) -> bool:
+        return self.samplers[0].stopped_by is not None
+
+    @property
+    def warming(self) -> bool:
+        return self.samplers[0].warming
+
+    @property
+    def kept(self) -> int:
+        return len(self.samplers[0].samples)
+
+    def record(self, taken: Sequence[Taken], warming: bool | None = None) -> None:
+        """Count one call of every side: warm-up, a dropped pair (a low clock on either side) or a
+        kept pair; then pause if the clock says the GPU is hot. `warming` is the state before the call."""
+        warming = self.warming if warming is None else warming
+        if warming:
+            for sampler in self.samplers:
+                sampler.warmed()
+        elif any(s.low_clock(t.clock) for s, t in zip(self.samplers, taken)):
+            for sampler in self.samplers:
+                sampler.drop()
+        else:
+            for i, (sampler, t) in enumerate(zip(self.samplers, taken)):
+                sampler.add(t.seconds, t.clock)
+                self.walls[i] += t.wall
+        time.sleep(max(s.pause_after(t.seconds, t.clock) for s, t in zip(self.samplers, taken)))
+
+    def stats(self, clock: str) -> list[TimingStats]:
+        return [s.stats(clock, wall) for s, wall in zip(self.samplers, self.walls)]
 
 
 def measure(fn: Callable[..., Any], fresh_inputs: Callable[[], list[Any]], policy: TimingPolicy, clock: Clock,
             sm_clock: SmClock | None = None, graph: bool = False, memory_bytes: int | None = None) -> TimingStats:
     """Warm up, then time `fn(*inputs)` on fresh inputs until the policy stops."""
-    sampler = Sampler(policy, max_clock_mhz=sm_clock.max_mhz if sm_clock else None)
+    sampling = PairedSampling(policy, max_clock_mhz=sm_clock.max_mhz if sm_clock else None)
     pool = InputPool(memory_bytes)
-    graphed: GraphedCall | None = None
-    wall = 0.0
+    graphs = GraphCache()
     with torch.no_grad():
-        while sampler.stopped_by is None:
+        while not sampling.stopped:
             inputs = pool.admit(fresh_inputs())
-            if graph:
-                graphed = graphed or GraphedCall(fn, inputs)
-                graphed.load(inputs)
-                call = graphed.replay
-            else:
-                def call() -> None:
-                    fn(*inputs)
+            call = graphs.load("", fn, inputs).replay if graph else _caller(fn, inputs)
+            warming = sampling.warming
             started = time.perf_counter()
             seconds = clock.time(call)
             elapsed = time.perf_counter() - started
-            mhz = sm_clock.read() if sm_clock else None
-            if sampler.warming:
-                sampler.warmed()
-            elif sampler.add(seconds, mhz):
-                wall += elapsed
-            time.sleep(sampler.pause_after(seconds, mhz))
-    return sampler.stats(clock.name, wall)
+            sampling.record([Taken(seconds, sm_clock.read() if sm_clock else None, elapsed)], warming)
+    return sampling.stats(clock.name)[0]
+
+
+def _caller(fn: Callable[..., Any], inputs: list[Any]) -> Callable[[], None]:
+    def call() -> None:
+        fn(*inputs)
+    return call

@@ -101,3 +101,8 @@ def _persisting_l2_reset() -> Callable[[], Any] | None:
         return None
     fn.restype = ctypes.c_int
     return fn
+
+
+def clock_for(device: Any) -> Clock:
+    """The clock for a device: CUDA events on a GPU, perf_counter on the CPU."""
+    return CudaEventClock(device) if getattr(device, "type", device) == "cuda" else CpuClock()

@@ -12,6 +12,8 @@ import select
 import time
 from typing import Any
 
+from pydantic import BaseModel
+
 MAX_LINE = 16 << 20
 
 
@@ -20,8 +22,17 @@ class ChannelWriter:
         self._file = os.fdopen(fd, "w", buffering=1)
 
     def send(self, kind: str, **payload: Any) -> None:
-        self._file.write(json.dumps({"type": kind, **payload}, default=str) + "\n")
+        self.write(json.dumps({"type": kind, **payload}, default=str))
+
+    def write(self, line: str) -> None:
+        """One message already serialised as a single line of JSON."""
+        self._file.write(line + "\n")
         self._file.flush()
+
+    def send_model(self, message: BaseModel) -> None:
+        """A pydantic message; NaN and infinities (a candidate's outputs, read by probes) stay the
+        NaN/Infinity constants that the reader's json accepts, where pydantic's JSON would write null."""
+        self.write(json.dumps(message.model_dump(), default=str))
 
 
 class ChannelReader:

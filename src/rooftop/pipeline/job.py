@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel
@@ -11,23 +12,49 @@ from rooftop.measure.stopping import TimingPolicy
 from rooftop.problem.spec import Problem, Shape
 from rooftop.solution.loader import Solution
 
-DeviceChoice = Literal["auto", "cpu", "cuda"]
-ShapeChoice = Literal["auto", "visible", "held_out", "all", "smoke"]
+class DeviceChoice(StrEnum):
+    """Where to evaluate: auto picks cuda when torch sees a GPU."""
+
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+class SandboxChoice(StrEnum):
+    """How the child is isolated: auto is bwrap when installed, else none with a warning."""
+
+    auto = "auto"
+    bwrap = "bwrap"
+    none = "none"
+
+
+class ShapeGroup(StrEnum):
+    """The groups `--shapes` accepts besides shape names (auto: all on a GPU, smoke on a CPU)."""
+
+    auto = "auto"
+    visible = "visible"
+    held_out = "held_out"
+    all = "all"
+    smoke = "smoke"
 
 
 class Settings(BaseModel):
     """Knobs of one evaluation; every field has a sensible default."""
 
-    device: DeviceChoice = "auto"
-    shapes: ShapeChoice = "auto"  # auto: all shapes on a GPU; smoke shapes (if any) on a CPU
-    timeout: float = 180.0  # wall-clock seconds per gate (load; correctness and timing: per shape)
+    device: DeviceChoice = DeviceChoice.auto
+    # a group (auto: all shapes on a GPU, smoke shapes (if any) on a CPU; visible; held_out; all;
+    # smoke) or comma-separated shape names
+    shapes: str = "auto"
+    # wall-clock seconds per gate (load; correctness and timing: per shape); None: chosen per gate
+    # from the device and what the problem's reference takes (pipeline/gates.py)
+    timeout: float | None = None
     build_timeout: float = 900.0  # the build gate: first load_inline builds take tens of seconds
     seeds_per_shape: int = 3
     seed: int | None = None  # base seed for reproducible inputs; None draws secret random seeds
     timing: bool = True
     timing_policy: TimingPolicy | None = None  # None: TimingPolicy.for_device(device)
     reward_fn: str = "default"
-    sandbox: Literal["auto", "bwrap", "none"] = "auto"  # auto: bwrap when installed, else none + a warning
+    sandbox: SandboxChoice = SandboxChoice.auto
     checks: bool = True  # integrity checks (output probes, audits, fresh inputs per call); off only to measure their cost
     graphs: bool = False  # GPU: time candidate and reference as CUDA-graph replays (launch-bound shapes)
     profile: bool = True  # GPU: one profiled call (kernel share, streams; forced when the problem sets a minimum share)

@@ -1,25 +1,31 @@
-"""The conversation between the trusted side and the child: requests out, one reply each.
+"""The conversation between the trusted side and the child: one typed request, one typed reply.
 
-The trusted side asks; the child answers exactly the request it was sent, echoing the request's
-random id. The child never reports a verdict ("correct", "fast"): it reports what it did (the
-time one call took, values read from its outputs, what the audits saw), and every figure is
+The trusted side asks; the child answers exactly the request it was sent, echoing its `op` and
+its random `id`. The child never reports a verdict ("correct", "fast"): it reports what it did
+(the time one call took, values read from its outputs, what the audits saw), and every figure is
 checked on the trusted side. A message nobody asked for, or with the wrong id, is a forgery.
+
+A child is started before it knows its job: it says `hello` once its interpreter, torch and the
+tamper guard are up, and learns the job from the first request.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, TypeAdapter
 
 from rooftop.check.probe import Probe
-from rooftop.pipeline.tensorfile import TensorEntry
+from rooftop.check.tensorfile import TensorEntry
+from rooftop.pipeline.job import EvalJob
+from rooftop.verdict import Environment, Gate, Status
 
 
 class Failure(BaseModel):
-    """The request could not be carried out: the status and messages the verdict should carry."""
+    """The request could not be carried out: the status and messages the verdict should carry
+    (status None: a crash, whose status the trusted side decides by the gate)."""
 
-    status: str
+    status: Status | None
     messages: list[str] = []
     cached: bool | None = None
 
@@ -32,23 +38,97 @@ class Kernel(BaseModel):
     stream: int
 
 
-class Reply(BaseModel):
-    type: Literal["reply"]
-    id: str
+# -- requests ---------------------------------------------------------------------------------
+class _Request(BaseModel):
+    id: str = ""
+
+
+class JobRequest(_Request):
+    op: Literal["job"] = "job"
+    job: EvalJob
+
+
+class BuildRequest(_Request):
+    op: Literal["build"] = "build"
+
+
+class LoadRequest(_Request):
+    op: Literal["load"] = "load"
+
+
+class CallRequest(_Request):
+    """One call of the candidate on the inputs of `seed`; the flags say what to read back."""
+
+    op: Literal["call"] = "call"
+    gate: Gate
+    shape: str
+    seed: int
+    full: bool = False  # dump the whole outputs for a full comparison
+    profile: bool = False  # run under the profiler instead of the clock
+    audit: bool = False  # count torch compute under the dispatch hook
+    check_inputs: bool = False  # report probes of the inputs and whether the call changed them
+    probe: bool = True  # read values at random positions of the outputs
+    reuse: bool = False  # checks off: the same inputs for the same seed (as naive harnesses do)
+    graph: bool = False  # time a CUDA-graph replay
+
+
+class QuitRequest(_Request):
+    op: Literal["quit"] = "quit"
+
+
+Request = Annotated[Union[JobRequest, BuildRequest, LoadRequest, CallRequest, QuitRequest], Field(discriminator="op")]
+REQUESTS: TypeAdapter[Request] = TypeAdapter(Request)
+
+
+# -- replies ----------------------------------------------------------------------------------
+class _Reply(BaseModel):
+    type: Literal["reply"] = "reply"
+    id: str = ""
     failure: Failure | None = None
-    seconds: float | None = None  # build, load: how long it took; call: the clock's time for the call
-    cached: bool | None = None  # build
-    detail: str = ""  # load; a profiled call: why it ran unprofiled
-    outputs: list[Probe] = []  # call: values at random positions of each output
-    inputs: list[Probe] = []  # call: values at random positions of the inputs it generated
-    dump: list[TensorEntry] | None = None  # call with full=True: the outputs, written to the dump file
-    findings: list[str] = []  # call: what the runtime audits saw
+
+
+class JobReply(_Reply):
+    op: Literal["job"] = "job"
+    environment: Environment | None = None
+
+
+class BuildReply(_Reply):
+    op: Literal["build"] = "build"
+    seconds: float = 0.0
+    cached: bool | None = None
+
+
+class LoadReply(_Reply):
+    op: Literal["load"] = "load"
+    seconds: float = 0.0
+    detail: str = ""
+
+
+class CallReply(_Reply):
+    op: Literal["call"] = "call"
+    seconds: float | None = None  # the clock's time for the call (None for a profiled call)
+    detail: str = ""  # a profiled call: why it ran unprofiled
+    outputs: list[Probe] = []  # values at random positions of each output
+    inputs: list[Probe] = []  # values at random positions of the inputs it generated
+    dump: list[TensorEntry] | None = None  # full=True: the outputs, written to the dump file
+    findings: list[str] = []  # what the runtime audits saw
     changed_inputs: list[int] = []
     aliased_inputs: list[int] = []
-    kernels: list[Kernel] | None = None  # call with profile=True
-    stream: int | None = None  # call with profile=True: the caller's stream, where the call's kernels belong
+    kernels: list[Kernel] | None = None  # profile=True
+    stream: int | None = None  # profile=True: the caller's stream, where the call's kernels belong
+
+
+class QuitReply(_Reply):
+    op: Literal["quit"] = "quit"
+
+
+Reply = Annotated[Union[JobReply, BuildReply, LoadReply, CallReply, QuitReply], Field(discriminator="op")]
+REPLIES: TypeAdapter[Reply] = TypeAdapter(Reply)
+REPLY_FOR: dict[str, type[_Reply]] = {"job": JobReply, "build": BuildReply, "load": LoadReply, "call": CallReply,
+                                      "quit": QuitReply}
 
 
 class Hello(BaseModel):
+    """The child is up (interpreter, torch, tamper guard) and waits for its job."""
+
     type: Literal["hello"]
-    environment: dict[str, Any]

@@ -8,15 +8,16 @@ from __future__ import annotations
 import json
 
 from rooftop.measure.measurement import ratio_interval
-from rooftop.pipeline.verdict import Gate, GateRecord, Summary, Verdict
+from rooftop.verdict import Summary, Verdict
 from rooftop.problem.spec import Problem
 from rooftop.score.aggregate import geomean
 from rooftop.score.hardware import lookup
 from rooftop.score.roofline import implausible, roofline_fraction
 
 
-def score(verdict: Verdict, problem: Problem, timed: bool) -> list[str]:
-    """Fill in the figures; return the shapes whose times the hardware could not have produced."""
+def score(verdict: Verdict, problem: Problem, timed: bool) -> tuple[str, list[str]]:
+    """Fill in the figures; return what the roofline was read against, and the shapes whose times
+    the hardware could not have produced."""
     spec = problem.spec
     env = verdict.environment
     gpu = lookup(env.device_name) if env is not None and env.device == "cuda" else None
@@ -47,8 +48,7 @@ def score(verdict: Verdict, problem: Problem, timed: bool) -> list[str]:
     summarize(verdict)
     detail = f"datasheet: {gpu.name}" if gpu else ("no datasheet entry for this device: no roofline"
                                                     if env and env.device == "cuda" else "CPU: no roofline")
-    verdict.gates.append(GateRecord(gate=Gate.score, ok=not impossible, detail=detail))
-    return impossible
+    return detail, impossible
 
 
 def summarize(verdict: Verdict) -> None:

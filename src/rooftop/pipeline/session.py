@@ -1,10 +1,11 @@
 """One evaluation child, seen from the trusted side: start it, ask it things, end it.
 
-Every request carries a fresh random id and is answered by exactly one reply echoing it; the
-reply is validated against its schema. Anything else on the channel — a message nobody asked
-for, a wrong id, an unreadable or oversized line — ends the evaluation as a protocol violation.
-A child that stays silent past the deadline is killed; one that dies is reported with its signal
-or exit status and the tail of its log.
+Every request carries a fresh random id and is answered by exactly one reply of the same `op`
+echoing it; the reply is validated against its model. Anything else on the channel — a message
+nobody asked for, a wrong id, an unreadable or oversized line — is a protocol violation. A child
+that stays silent past the deadline is killed; one that dies is reported with its signal or
+exit status and the tail of its log. Every way of losing the child is a `GateFailed` with `lost`
+set, which the gate runner words with the gate and shape it was in.
 """
 
 from __future__ import annotations
@@ -17,32 +18,26 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from rooftop.integrity.sandbox import SandboxPlan
 from rooftop.pipeline.channel import ChannelReader
-from rooftop.pipeline.protocol import Hello, Reply
+from rooftop.pipeline.protocol import REPLIES, Hello, QuitRequest, _Reply, _Request
+from rooftop.verdict import GateFailed, Status
 
-
-class ChildGone(Exception):
-    """The child did not answer as asked: `kind` is timeout, crash or protocol."""
-
-    def __init__(self, kind: str, message: str = "") -> None:
-        super().__init__(message or kind)
-        self.kind, self.message = kind, message
+R = TypeVar("R", bound=_Reply)
 
 
 class ChildSession:
-    def __init__(self, sandbox: SandboxPlan, job_path: Path, scratch: Path, log_path: Path) -> None:
+    def __init__(self, sandbox: SandboxPlan, scratch: Path, log_path: Path) -> None:
         self.scratch, self.log_path, self.sandbox = scratch, log_path, sandbox
         request_read, self._request_write = os.pipe()
         reply_read, reply_write = os.pipe()
         with open(log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [*sandbox.prefix, sys.executable, "-m", "rooftop.pipeline.child", str(job_path),
-                 str(request_read), str(reply_write)],
+                [*sandbox.prefix, sys.executable, "-m", "rooftop.pipeline.child", str(request_read), str(reply_write)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 pass_fds=(request_read, reply_write), env=sandbox.env, cwd=scratch, start_new_session=True,
                 preexec_fn=sandbox.limits.apply)
@@ -50,40 +45,53 @@ class ChildSession:
         os.close(reply_write)
         self._reply_read = reply_read
         self.reader = ChannelReader(reply_read)
+        self._greeted = False
 
-    def hello(self, deadline: float) -> Hello:
+    def hello(self, deadline: float) -> None:
+        """Wait until the child is up (a no-op once it greeted)."""
+        if self._greeted:
+            return
         message = self._receive(deadline)
         try:
-            return Hello.model_validate(message)
+            Hello.model_validate(message)
         except ValidationError:
-            raise ChildGone("protocol", f"expected the child's greeting, got {_short(message)}")
+            raise GateFailed(Status.rejected, f"expected the child's greeting, got {_short(message)}", lost="protocol")
+        self._greeted = True
 
-    def request(self, op: str, deadline: float, **fields: Any) -> tuple[Reply, float]:
+    def request(self, request: _Request, expect: type[R], deadline: float) -> tuple[R, float]:
         """Send one request; its validated reply and the trusted wall time the round trip took."""
-        request_id = secrets.token_hex(8)
+        self.hello(deadline)
+        op = request.op  # type: ignore[attr-defined]  # every request model has its literal op
+        request.id = secrets.token_hex(8)
         started = time.perf_counter()
         try:
-            os.write(self._request_write, (json.dumps({"op": op, "id": request_id, **fields}) + "\n").encode())
+            os.write(self._request_write, (request.model_dump_json() + "\n").encode())
         except OSError:
-            raise ChildGone("crash")
+            raise GateFailed(None, *self._death(), lost="crash")
         message = self._receive(deadline)
         wall = time.perf_counter() - started
         try:
-            reply = Reply.model_validate(message)
+            reply = REPLIES.validate_python(message)
         except ValidationError:
-            raise ChildGone("protocol", f"expected the reply to '{op}', got {_short(message)}")
-        if reply.id != request_id:
-            raise ChildGone("protocol", f"a reply to '{op}' carried the wrong request id: it was not written by "
-                            "the harness in answer to this request")
+            raise GateFailed(Status.rejected, f"expected the reply to '{op}', got {_short(message)}", lost="protocol")
+        if not isinstance(reply, expect) or reply.id != request.id:
+            raise GateFailed(Status.rejected, f"a reply to '{op}' carried the wrong request id or kind: it was not "
+                             "written by the harness in answer to this request", lost="protocol")
         return reply, wall
 
     def _receive(self, deadline: float) -> dict[str, Any]:
         message = self.reader.receive(deadline)
         if message is None:
-            raise ChildGone("crash" if self.reader.closed else "timeout")
+            if self.reader.closed:
+                raise GateFailed(None, *self._death(), lost="crash")
+            raise GateFailed(Status.timeout, lost="timeout")
         if message.get("type") == "garbled":
-            raise ChildGone("protocol", f"unreadable message on the channel: {message.get('text', '')}")
+            raise GateFailed(Status.rejected, f"unreadable message on the channel: {message.get('text', '')}",
+                             lost="protocol")
         return message
+
+    def _death(self) -> tuple[str, str]:
+        return self.exit_description(), self.log_tail()
 
     def exit_description(self) -> str:
         """How the child ended, once its channel closed: a signal or an exit status."""
@@ -109,7 +117,7 @@ class ChildSession:
 
     def close(self) -> None:
         try:
-            os.write(self._request_write, b'{"op": "quit", "id": "-"}\n')
+            os.write(self._request_write, (QuitRequest(id="-").model_dump_json() + "\n").encode())
         except OSError:
             pass
         for fd in (self._request_write, self._reply_read):
@@ -117,6 +125,9 @@ class ChildSession:
                 os.close(fd)
             except OSError:
                 pass
+        self._stop()
+
+    def _stop(self) -> None:
         if self.proc.poll() is None:
             try:
                 self.proc.wait(timeout=0.5)

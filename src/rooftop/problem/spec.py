@@ -220,4 +220,9 @@ class Problem(BaseModel):
 
     @property
     def name(self) -> str:
-        return self.bundled_name or self.spec.name
+        """The name verdicts and baselines are stored under, unique per problem: '<deck>/<name>'
+        for a bundled problem, else its path (the folder, or the KernelBench-style file; the
+        loader resolves both), since two folders may hold specs of the same name."""
+        if self.bundled_name:
+            return self.bundled_name
+        return str(self.reference if self.spec.kernelbench else self.root)

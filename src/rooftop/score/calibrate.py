@@ -17,7 +17,8 @@ import torch
 from pydantic import BaseModel, Field
 
 from rooftop.measure.clocks import SmClock
-from rooftop.measure.loop import clock_for, measure
+from rooftop.measure.loop import measure
+from rooftop.measure.timer import clock_for
 from rooftop.measure.stopping import TimingPolicy
 from rooftop.score.hardware import lookup
 
@@ -86,7 +87,7 @@ def _matmul(dtype: str, n: int, device: torch.device) -> tuple[Callable[..., Any
 def calibrate(device: str = "cuda", dtypes: tuple[str, ...] = ("float32", "tfloat32", "bfloat16", "float16",
                                                                   "float8_e4m3fn", "int8"),
               progress: Callable[[str], None] | None = None) -> HardwareProfile:
-    from rooftop.pipeline.environment import driver_version
+    from rooftop.environment import driver_version
 
     dev = torch.device(device)
     props = torch.cuda.get_device_properties(dev)

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from rooftop.problem import dtypes
+import rooftop.problem.dtypes as dtypes
 
 HARDWARE_FILE = Path(__file__).with_name("hardware.yaml")
 

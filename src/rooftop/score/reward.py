@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rooftop.pipeline.verdict import Verdict
+    from rooftop.verdict import Verdict
 
 RewardFn = Callable[["Verdict"], "float | None"]
 REWARD_FNS: dict[str, RewardFn] = {}

@@ -2,6 +2,7 @@
 
 WAL mode and a commit after every verdict mean that a crash mid-run loses nothing already
 recorded. The whole verdict document is kept as JSON beside the columns that queries need.
+README.md ("The results database") documents every table column by column.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ import sqlite3
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel
+
 from rooftop.errors import UserError
-from rooftop.pipeline.verdict import Verdict
+from rooftop.verdict import Status, Verdict
 
 if TYPE_CHECKING:
     from rooftop.measure.baselines import BaselineRecord, Platform
@@ -99,11 +101,40 @@ CREATE INDEX IF NOT EXISTS evaluations_by_source ON evaluations(source_hash);
 """
 
 
+class EvaluationRow(BaseModel):
+    """One row of `evaluations` without its verdict document: what a listing shows."""
+
+    id: int
+    run_id: int
+    created_at: str  # ISO 8601, UTC
+    problem: str
+    problem_version: int
+    solution: str
+    source_hash: str
+    status: Status
+    reward: float | None
+    device: str | None
+    device_name: str | None
+    mode: str | None
+    shapes_selected: str | None
+    geomean_speedup: float | None
+    geomean_roofline: float | None
+    wall_seconds: float | None
+
+
+_ROW_COLUMNS = ", ".join(EvaluationRow.model_fields)
+
+
 class Store:
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, must_exist: bool = False) -> None:
+        """Open (and, unless `must_exist`, create) the database; readers pass `must_exist` so a
+        mistyped path is an error rather than a new empty database."""
         self.path = Path(path)
+        if must_exist and not self.path.is_file():
+            raise UserError(f"--db {self.path}: no such results database")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not must_exist:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, timeout=30)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA foreign_keys=ON")
@@ -119,7 +150,7 @@ class Store:
         self._run_id: int | None = None
 
     def start_run(self, command: str | None = None) -> int:
-        from rooftop.pipeline.environment import rooftop_version
+        from rooftop.environment import rooftop_version
 
         cur = self._db.execute(
             "INSERT INTO runs (started_at, command, host, rooftop_version) VALUES (?, ?, ?, ?)",
@@ -160,6 +191,33 @@ class Store:
         if problem:
             query, args = query + " WHERE problem = ?", (problem,)
         return [Verdict.model_validate(json.loads(row[0])) for row in self._db.execute(query + " ORDER BY id", args)]
+
+    def evaluations(self, problem: str | list[str] | None = None, status: Status | None = None,
+                    last: int | None = None) -> list[EvaluationRow]:
+        """Evaluations, newest first. `problem` (a name, or several: any of them) matches a stored
+        name exactly or as its trailing path components ('scale' finds '/any/where/scale' and
+        'examples/scale', not 'upscale'); `last` keeps the newest `last` of those that match."""
+        where: list[str] = []
+        args: list[object] = []
+        names = [problem] if isinstance(problem, str) else list(problem or [])
+        if names:  # substr, not LIKE: names are paths, and LIKE ignores case
+            where.append("(" + " OR ".join(["problem = ? OR substr(problem, -?) = ?"] * len(names)) + ")")
+            for name in names:
+                args += [name, len(name) + 1, "/" + name]
+        if status is not None:
+            where.append("status = ?")
+            args.append(status.value)
+        query = f"SELECT {_ROW_COLUMNS} FROM evaluations"
+        query += (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id DESC"
+        if last is not None:
+            query, args = query + " LIMIT ?", [*args, last]
+        cursor = self._db.execute(query, args)
+        columns = [c[0] for c in cursor.description]
+        return [EvaluationRow.model_validate(dict(zip(columns, row))) for row in cursor]
+
+    def verdict(self, evaluation_id: int) -> Verdict | None:
+        row = self._db.execute("SELECT verdict_json FROM evaluations WHERE id = ?", (evaluation_id,)).fetchone()
+        return Verdict.model_validate_json(row[0]) if row else None
 
     # -- baselines: newest record wins ---------------------------------------------------------
     def save_baselines(self, records: list["BaselineRecord"]) -> None:

@@ -37,7 +37,32 @@ class Gate(str, Enum):
     score = "score"
 
 
-GATES: tuple[Gate, ...] = tuple(Gate)
+# a child that dies mid-gate: what its death means depends on what it was doing
+_CRASH_STATUS = {Gate.build: Status.compile_error, Gate.load: Status.init_error}
+
+
+def crash_status(gate: Gate) -> Status:
+    """The status of candidate code that raised or died where no gate expected it."""
+    return _CRASH_STATUS.get(gate, Status.runtime_error)
+
+
+class GateFailed(Exception):
+    """A gate failed: the one failure type of the engine, on both sides of the trust boundary.
+
+    `status` None means "decide by the gate" (a crash: see `crash_status`); `gate` is filled in by
+    the gate runner when the raiser does not know which gate it is in (the child, the session).
+    """
+
+    def __init__(self, status: Status | None, *messages: str, gate: Gate | None = None,
+                 cached: bool | None = None, lost: str | None = None) -> None:
+        super().__init__(messages[0] if messages else (status.value if status else "failed"))
+        self.status, self.gate, self.cached = status, gate, cached
+        self.lost = lost  # the child stopped answering: "timeout", "crash" or "protocol"
+        self.messages = [m for m in messages if m]
+
+    def resolved(self, gate: Gate) -> tuple[Gate, Status]:
+        where = self.gate or gate
+        return where, self.status or crash_status(where)
 
 
 class GateRecord(BaseModel):

@@ -6,7 +6,7 @@ import platform
 import socket
 from importlib import metadata
 
-from rooftop.pipeline.verdict import Environment
+from rooftop.verdict import Environment
 from rooftop.solution.loader import Language, Solution
 
 
@@ -58,18 +58,13 @@ def collect_environment(device: str, solution: Solution) -> Environment:
     )
 
 
-def fallback_environment(device: str, solution: Solution) -> Environment:
-    """For a child that died before reporting: what the parent knows without touching the GPU."""
-    try:
-        import torch
-        torch_version, cuda = torch.__version__, torch.version.cuda
-    except ImportError:
-        torch_version, cuda = "unknown", None
-    return Environment(device=device, device_name="unknown (the child did not report)",
-                       mode=mode_for(device, solution), python=platform.python_version(),
-                       torch=torch_version, triton=triton_version(), cuda=cuda,
-                       platform=f"{platform.system()} {platform.release()} {platform.machine()}",
-                       hostname=socket.gethostname(), rooftop=rooftop_version())
+def parent_environment(device: str, solution: Solution, ran: bool) -> Environment:
+    """Where no child reported its environment: what this (trusted) process sees of the same
+    machine. `ran` says whether a child was started at all (a static failure starts none)."""
+    environment = collect_environment(device, solution)
+    if not ran:
+        environment.mode = "not run (refused before any process started)"
+    return environment
 
 
 

@@ -1,0 +1,72 @@
+"""The evaluation's events as a person sees them: a live line on a terminal, one line per gate
+when the output is piped (so a log shows what ran and what it was waiting on)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+
+from rooftop.pipeline.events import Event, EventSink, GateFinished, GateStarted, Samples, ShapeDone
+
+
+class EventDisplay:
+    """One sink for the events of a run of one or more evaluations."""
+
+    def __init__(self, console: Console, live: bool, total: int | None = None) -> None:
+        self.console, self.live = console, live
+        self.label = ""
+        self._bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                             TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(), console=console,
+                             transient=True, disable=not live)
+        self._task: TaskID = self._bar.add_task("rooftop", total=total)
+        self._shapes = 0
+
+    def start(self, label: str) -> EventSink:
+        """The sink for the next evaluation, named `label` in what is shown."""
+        self.label = label
+        self._bar.update(self._task, description=label)
+        return self.show
+
+    def advance(self) -> None:
+        self._bar.advance(self._task)
+
+    def show(self, event: Event) -> None:
+        if isinstance(event, GateStarted):
+            self._shapes = event.shapes
+            self._now(f"{event.gate.value}", self._limit(event))
+        elif isinstance(event, ShapeDone) and self.live:
+            self._now(f"{event.gate.value} {event.shape} done ({event.index}/{event.of})")
+        elif isinstance(event, Samples) and self.live:
+            self._now(f"{event.gate.value} {event.shape}: " + ("warming up" if event.warming else f"{event.kept} samples"))
+        elif isinstance(event, GateFinished) and not event.ok and not self.live:
+            status = event.status.value if event.status else "failed"
+            self.console.print(f"{self.label}: {event.gate.value} failed after {event.seconds:.1f} s ({status})",
+                               highlight=False, markup=False)
+
+    def _now(self, what: str, extra: str = "") -> None:
+        if self.live:
+            self._bar.update(self._task, description=f"{self.label}: {what}")
+        else:
+            self.console.print(f"{self.label}: {what}{extra}", highlight=False, markup=False)
+
+    def _limit(self, event: GateStarted) -> str:
+        parts = [f"{event.shapes} shape{'s' if event.shapes != 1 else ''}"] if event.shapes else []
+        if event.timeout:
+            parts.append(f"limit {event.timeout:.3g} s{' each' if event.shapes else ''}")
+        return f" ({', '.join(parts)})" if parts else ""
+
+
+@contextmanager
+def event_display(enabled: bool, total: int | None = None) -> Iterator[EventDisplay]:
+    """A live display on a terminal's stderr, plain lines when stderr is piped, nothing when off."""
+    console = Console(stderr=True)
+    live = enabled and sys.stderr.isatty()
+    display = EventDisplay(console, live, total)
+    if not enabled:
+        display.show = lambda _event: None  # type: ignore[method-assign]  # silenced: --json
+    with display._bar:
+        yield display

@@ -1,0 +1,21 @@
+"""The references a solution is compared with, by name: kept apart from baselines.py so that the
+command line can offer them as choices without importing torch."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class BaselineKind(StrEnum):
+    eager = "eager"  # the problem's reference model, timed paired with every candidate
+    compile = "compile"  # torch.compile of the reference
+    sota = "sota"  # the problem's sota.py (the best library)
+
+
+class CompileMode(StrEnum):
+    default = "default"
+    max_autotune = "max-autotune"
+
+
+KINDS = tuple(k.value for k in BaselineKind)
+COMPILE_MODES = tuple(m.value for m in CompileMode)

@@ -1,0 +1,71 @@
+"""One candidate call as the trusted side makes it, whatever it is for (a full check, a warm-up,
+a timed sample, a profile): a fresh secret seed, the reference run on the same inputs here, the
+child's call there, and the checks every reply must pass. A candidate cannot tell a checked call
+from a timed one, and no input is ever seen twice."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, NamedTuple
+
+from rooftop.check.probe import same_inputs
+from rooftop.pipeline.context import Evaluation
+from rooftop.pipeline.protocol import CallReply, CallRequest
+from rooftop.problem.spec import Shape
+from rooftop.verdict import GateFailed, Status
+
+
+class Called(NamedTuple):
+    """One candidate call as the trusted side saw it."""
+
+    reply: CallReply
+    expected: Any
+    inputs: list
+    reference_seconds: float | None
+    wall: float  # trusted wall time of the child's round trip
+    reference_wall: float  # trusted wall time of the reference run
+    reference_clock: float | None  # SM clock (MHz) just after the reference ran
+    clock: float | None  # SM clock just after the candidate's call
+
+
+def call(ev: Evaluation, shape: Shape, *, full: bool = False, audit: bool = False, profile: bool = False,
+         timed: bool = False, seed: int | None = None) -> Called:
+    """One call of the candidate on fresh inputs (timed: with the reference timed before it on the
+    same inputs, both in a CUDA graph under --graphs)."""
+    assert ev.session is not None and ev.trusted is not None
+    ev.state.check_cancel()
+    checks, graphs = ev.settings.checks, ev.settings.graphs
+    seed = ev.seeds.next() if seed is None else seed
+    inputs = ev.trusted.inputs(shape, seed)
+    graph = timed and graphs and not profile
+    started = time.perf_counter()
+    expected, reference_seconds = ev.trusted.run(shape, inputs, timed=timed, graph=graph)
+    reference_wall = time.perf_counter() - started
+    reference_clock = _sm_clock(ev) if timed else None
+    request = CallRequest(gate=ev.state.gate, shape=shape.name, seed=seed, full=full, profile=profile,
+                          audit=audit and checks and not graph, check_inputs=full, probe=checks or full,
+                          reuse=not checks, graph=graph)
+    reply, wall = ev.session.request(request, CallReply, ev.state.deadline)
+    clock = _sm_clock(ev) if timed else None
+    _check_reply(ev, shape, seed, reply, inputs if full else None, wall)
+    return Called(reply, expected, inputs, reference_seconds, wall, reference_wall, reference_clock, clock)
+
+
+def _check_reply(ev: Evaluation, shape: Shape, seed: int, reply: CallReply, inputs: list | None, wall: float) -> None:
+    """What every reply must pass before its figures mean anything."""
+    if reply.failure is not None:
+        raise GateFailed(reply.failure.status, *reply.failure.messages)
+    if reply.findings:
+        raise GateFailed(Status.rejected, *reply.findings)
+    wrong_inputs = same_inputs(inputs, reply.inputs) if inputs is not None else ""
+    if wrong_inputs:
+        raise GateFailed(Status.rejected, f"[inputs] shape '{shape.name}', seed {seed}: the inputs the child made "
+                         f"differ from the trusted side's ({wrong_inputs}); get_inputs was altered in the child or "
+                         "does not reproduce across processes")
+    if reply.seconds is not None and not (0 < reply.seconds <= wall):
+        raise GateFailed(Status.rejected, f"[protocol] the child reported {reply.seconds:.3g} s for a call that "
+                         f"took {wall:.3g} s of trusted wall time")
+
+
+def _sm_clock(ev: Evaluation) -> float | None:
+    return ev.sm_clock.read() if ev.sm_clock is not None else None

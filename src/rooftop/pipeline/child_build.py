@@ -1,0 +1,127 @@
+"""The build gate as the child runs it: compile what needs compiling, then import the solution.
+
+Runs only in the evaluation child: importing a solution runs its code.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from pathlib import Path
+from types import ModuleType
+
+from rooftop.pipeline.job import EvalJob
+from rooftop.problem.instance import import_file
+from rooftop.verdict import Gate, GateFailed, Status, crash_status
+
+
+def build(job: EvalJob, folder: Path) -> tuple[ModuleType, bool | None]:
+    """The solution's module, and whether its compiled parts came from the cache (None: nothing compiled)."""
+    cached = _compile_native(job, folder)
+    compiled_before = set(folder.rglob("*.so"))
+    module = _import_solution(job)
+    compiled_after = set(folder.rglob("*.so"))
+    if not compiled_after:
+        return module, None  # nothing was compiled: Python, or Triton (which compiles at first call)
+    return module, cached and compiled_after == compiled_before
+
+
+def _compile_native(job: EvalJob, folder: Path) -> bool:
+    """nvcc for .cu files; on a machine without a GPU, a compile check and then `needs_gpu`."""
+    from rooftop.build.backends import build_standalone, compile_check_inline, nvcc_path, trim_compiler_log
+
+    solution, capability = job.solution, capability_of(job.device)
+    cached = True
+    if solution.cu_files and (job.device == "cuda" or nvcc_path() is not None):
+        result = build_standalone(solution.cu_files, folder, capability, job.build_timeout)
+        if not result.ok:
+            raise GateFailed(Status.compile_error, "nvcc failed:\n" + trim_compiler_log(result.log))
+        cached = result.cached
+    if job.device != "cpu" or not solution.needs_cuda:
+        return cached
+    messages = []
+    if nvcc_path() is None:
+        messages.append("nvcc is not installed here, so its CUDA code was not compile-checked")
+    elif solution.inline.cuda:
+        result = compile_check_inline(solution.inline.cuda, folder, capability, job.build_timeout)
+        if not result.ok:
+            raise GateFailed(Status.compile_error, "nvcc failed on the load_inline CUDA source:\n"
+                             + trim_compiler_log(result.log))
+        messages.append("its load_inline CUDA source compiles with nvcc")
+        cached = cached and result.cached
+    elif not solution.inline.resolved:
+        messages.append("its load_inline sources are built at run time and could not be compile-checked")
+    if solution.cu_files and nvcc_path() is not None:
+        messages.append("its .cu files compile with nvcc")
+    raise GateFailed(Status.needs_gpu, "this solution uses CUDA and this machine has no GPU: "
+                     + "; ".join(messages) + "; run it on a GPU for a verdict", cached=cached)
+
+
+def _import_solution(job: EvalJob) -> ModuleType:
+    from rooftop.build.backends import trim_compiler_log
+
+    try:
+        return import_file(job.solution.entry, "rooftop_solution", keep_path=True)
+    except SyntaxError as exc:
+        raise GateFailed(Status.compile_error, f"{Path(exc.filename or '').name}:{exc.lineno}: syntax error: {exc.msg}")
+    except Exception as exc:
+        text = str(exc)
+        if "Error building extension" in text or "ninja" in text.lower():
+            raise GateFailed(Status.compile_error, "load_inline build failed:\n" + trim_compiler_log(text))
+        raise GateFailed(status_for_exception(exc, Gate.build), "importing the solution failed: " + describe(exc, job))
+
+
+def prepare_build_folder(job: EvalJob) -> Path:
+    """The build folder for this source on this platform, and the variables that point at it."""
+    import torch
+
+    from rooftop.build.cache import build_dir
+
+    key = f"torch{torch.__version__}-{job.device}"
+    capability = capability_of(job.device)
+    if capability is not None:
+        major, minor = capability
+        key += f"-sm{major}{minor}"
+        os.environ["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}{'a' if major >= 9 else ''}"
+    folder = build_dir(job.solution.source_hash, key, job.cache_root)
+    os.environ["ROOFTOP_BUILD_DIR"] = str(folder)
+    os.environ["TORCH_EXTENSIONS_DIR"] = str(folder / "torch_extensions")
+    os.environ["TRITON_CACHE_DIR"] = str(folder / "triton")
+    return folder
+
+
+def capability_of(device: str) -> tuple[int, int] | None:
+    if device != "cuda":
+        return None
+    import torch
+
+    return torch.cuda.get_device_capability()
+
+
+def status_for_exception(exc: BaseException, gate: Gate) -> Status:
+    """A sandbox refusal is `rejected`; a Triton compile failure is `compile_error`; else by the gate."""
+    from rooftop.integrity.sandbox import denial
+
+    if denial(exc):
+        return Status.rejected
+    kind = type(exc)
+    if "CompilationError" in kind.__name__ or (kind.__module__.startswith("triton") and "compil" in str(exc).lower()):
+        return Status.compile_error
+    return crash_status(gate)
+
+
+def describe(exc: BaseException, job: EvalJob) -> str:
+    """Type and message, plus the innermost line of the solution that was running."""
+    from rooftop.integrity.sandbox import denial
+
+    where = ""
+    solution_files = {str(f) for f in job.solution.files}
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if frame.filename in solution_files:
+            where = f" (at {Path(frame.filename).name}:{frame.lineno}: {(frame.line or '').strip()})"
+            break
+    text = str(exc).strip().splitlines()
+    message = " ".join(text[:3])[:600] if text else ""
+    refused = denial(exc)
+    prefix = f"[sandbox] {refused}: " if refused else ""
+    return f"{prefix}{type(exc).__name__}: {message}{where}"

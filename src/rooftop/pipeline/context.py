@@ -1,0 +1,85 @@
+"""The state of one evaluation, in one place: what is evaluated, where the gate runner is, and
+the parts the gates share (the child, the trusted reference, the caller)."""
+
+from __future__ import annotations
+
+import random
+import secrets
+import shutil
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rooftop.errors import RooftopError
+from rooftop.pipeline.events import EventSink, ignore
+from rooftop.pipeline.job import EvalJob, Settings
+from rooftop.problem.spec import Problem, Shape
+from rooftop.solution.loader import Solution
+from rooftop.verdict import Gate, ShapeResult, Verdict
+
+if TYPE_CHECKING:
+    from rooftop.measure.clocks import SmClock
+    from rooftop.pipeline.session import ChildSession
+    from rooftop.pipeline.trusted import TrustedReference
+
+
+class Cancelled(RooftopError):
+    """The caller cancelled the evaluation: it stopped between two calls and left no verdict."""
+
+
+class Seeds:
+    """Fresh secret seeds, or a reproducible stream when the settings fix a base seed."""
+
+    def __init__(self, base: int | None) -> None:
+        self._rng = random.Random(base) if base is not None else None
+
+    def next(self) -> int:
+        return self._rng.randrange(2**31 - 1) if self._rng else secrets.randbits(31)
+
+
+@dataclass
+class RunState:
+    """Where the gate runner is: the only writer is the runner, every gate and call reads it."""
+
+    gate: Gate = Gate.static
+    shape: Shape | None = None
+    deadline: float = 0.0
+    limit: float = 0.0  # the seconds the current deadline allows (for the timeout message)
+    emit: EventSink = ignore
+    cancel: threading.Event | None = None
+
+    def check_cancel(self) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise Cancelled("the evaluation was cancelled")
+
+    @property
+    def where(self) -> str:
+        return f" (shape '{self.shape.name}')" if self.shape is not None else ""
+
+
+@dataclass
+class Evaluation:
+    problem: Problem
+    solution: Solution
+    settings: Settings
+    device: str
+    shapes: list[Shape]
+    verdict: Verdict
+    state: RunState
+    results: dict[str, ShapeResult] = field(default_factory=dict)
+    job: EvalJob | None = None
+    session: ChildSession | None = None
+    trusted: TrustedReference | None = None
+    sm_clock: SmClock | None = None
+    seeds: Seeds = field(default_factory=lambda: Seeds(None))
+    checked_seeds: dict[str, list[int]] = field(default_factory=dict)  # checks off: the seeds timing cycles over
+    scratch: Path | None = None  # the child's working folder
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+        if self.trusted is not None:
+            self.trusted.release()
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)

@@ -1,0 +1,101 @@
+"""The correctness gate's judgement of one shape: several seeds, every output compared whole."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from rooftop.check.compare import Mismatch, compare_outputs, error_figures
+from rooftop.check.probe import check_probes
+from rooftop.check.tensorfile import load_tensors
+from rooftop.pipeline.calls import call
+from rooftop.pipeline.context import Evaluation
+from rooftop.pipeline.protocol import CallReply
+from rooftop.problem.spec import Shape
+from rooftop.verdict import GateFailed, SeedCheck, ShapeResult, Status
+
+
+def check_shape(ev: Evaluation, shape: Shape, result: ShapeResult) -> None:
+    previous: list[tuple[Any, Any]] = []
+    for _ in range(ev.settings.seeds_per_shape):
+        seed = ev.seeds.next()
+        ev.checked_seeds.setdefault(shape.name, []).append(seed)
+        called = call(ev, shape, full=True, audit=True, seed=seed)
+        check = judge(ev, seed, called.reply, called.expected, called.inputs, previous)
+        result.checks.append(check)
+        if not check.ok:
+            result.correct = False
+            raise GateFailed(Status.incorrect, f"shape '{shape.name}' ({_params(shape.params)}), seed {seed}: "
+                             f"{check.message}")
+    result.correct = True
+
+
+def judge(ev: Evaluation, seed: int, reply: CallReply, expected: Any, inputs: list,
+          previous: list[tuple[Any, Any]]) -> SeedCheck:
+    """One seed's outputs against the expected ones: whole outputs when dumped, else the probes."""
+    check = SeedCheck(seed=seed, ok=True)
+    got = _dumped_outputs(ev, reply, expected)
+    if reply.changed_inputs:
+        check.ok, check.message = False, f"the candidate modified input(s) {reply.changed_inputs} in place"
+    elif reply.aliased_inputs:
+        check.ok, check.message = False, f"an output shares storage with input(s) {reply.aliased_inputs}"
+    else:
+        spec = ev.problem.spec
+        mismatches = compare_outputs(spec, expected, got, inputs) if got is not None \
+            else check_probes(spec, expected, reply.outputs)
+        if mismatches:
+            _fill(check, mismatches[0])
+            stale = _repeats(got, expected, previous)
+            if stale:
+                check.message = f"[dependence] {stale}; {check.message}"
+        elif got is not None:
+            for key, value in error_figures(expected, got).items():
+                setattr(check, key, value)
+    if got is not None:
+        previous.append((got, expected))
+    return check
+
+
+def _dumped_outputs(ev: Evaluation, reply: CallReply, expected: Any) -> Any:
+    if reply.dump is None:
+        return None
+    assert ev.session is not None and ev.trusted is not None
+    try:
+        got = load_tensors(ev.session.scratch / "outputs.bin", reply.dump, ev.trusted.device)
+    except (OSError, ValueError) as exc:
+        raise GateFailed(Status.rejected, f"[protocol] the outputs file is not what the reply describes: {exc}")
+    return got[0] if len(got) == 1 and not isinstance(expected, (list, tuple)) else got
+
+
+def _fill(check: SeedCheck, mismatch: Mismatch) -> None:
+    tol = mismatch.tolerance
+    check.ok = False
+    check.output = mismatch.output
+    check.message = f"{mismatch.output}: {mismatch.message}"
+    check.max_abs_error, check.max_rel_error = mismatch.max_abs_error, mismatch.max_rel_error
+    check.norm_rel_error = mismatch.norm_rel_error
+    if tol is not None:
+        check.atol, check.rtol, check.norm_bound = tol.atol, tol.rtol, tol.norm_bound
+
+
+def _repeats(got: Any, expected: Any, previous: list[tuple[Any, Any]]) -> str:
+    """When a wrong output is bit for bit an earlier one although the expected outputs differ."""
+    if got is None:
+        return ""
+    for old_got, old_expected in previous:
+        if _equal(got, old_got) and not _equal(expected, old_expected):
+            return "the output repeated an earlier call's output although the inputs changed (replayed, not computed)"
+    return ""
+
+
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+    return False
+
+
+def _params(params: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items())

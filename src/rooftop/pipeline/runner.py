@@ -1,0 +1,101 @@
+"""The gate runner: the one owner of an evaluation's order, deadlines and state.
+
+It takes the gates in order, arms each one's deadline (per shape for the gates that go shape by
+shape), emits the events that report progress, and turns the one failure type, `GateFailed`,
+into the verdict's status, failed gate and messages. The first failure stops the evaluation.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from rooftop.pipeline.context import Evaluation
+from rooftop.pipeline.events import GateFinished, GateStarted, ShapeDone
+from rooftop.pipeline.gates import GATES, GateStep
+from rooftop.problem.spec import Shape
+from rooftop.verdict import Gate, GateFailed, GateRecord, Status
+
+
+class GateRunner:
+    def __init__(self, gates: tuple[GateStep, ...] = GATES) -> None:
+        self.gates = gates
+
+    def run(self, ev: Evaluation) -> None:
+        """Every wanted gate in order; the verdict is `correct` when none failed."""
+        for step in self.gates:
+            if step.wanted(ev) and not self._run_gate(ev, step):
+                return
+        ev.verdict.status = Status.correct
+
+    def _run_gate(self, ev: Evaluation, step: GateStep) -> bool:
+        state = ev.state
+        state.gate, state.shape, state.deadline, state.limit = step.gate, None, 0.0, 0.0
+        shapes: list[Shape | None] = list(ev.shapes) if step.per_shape else [None]
+        started = time.monotonic()
+
+        def announce() -> None:  # once the first deadline is known (per-shape limits depend on the shape)
+            state.emit(GateStarted(gate=step.gate, shapes=len(ev.shapes) if step.per_shape else 0,
+                                   timeout=state.limit or None))
+
+        try:
+            for index, shape in enumerate(shapes, 1):
+                shape_started = self._arm(ev, step, shape)
+                if index == 1:
+                    announce()
+                record = step.run(ev, shape)
+                if shape is not None:
+                    kept = ev.results[shape.name].candidate
+                    state.emit(ShapeDone(gate=step.gate, shape=shape.name, index=index, of=len(shapes),
+                                         seconds=time.monotonic() - shape_started,
+                                         samples=kept.n if kept is not None and step.gate is Gate.timing else None))
+        except GateFailed as failed:
+            if state.deadline == 0.0:
+                announce()
+            status = self._fail(ev, failed, time.monotonic() - started)
+            state.emit(GateFinished(gate=step.gate, ok=False, seconds=time.monotonic() - started, status=status,
+                                    detail=(ev.verdict.messages or [""])[0][:200]))
+            return False
+        finally:
+            state.shape = None
+        record.seconds = record.seconds or time.monotonic() - started
+        ev.verdict.gates.append(record)
+        state.emit(GateFinished(gate=step.gate, ok=True, seconds=record.seconds, detail=record.detail))
+        return True
+
+    @staticmethod
+    def _arm(ev: Evaluation, step: GateStep, shape: Shape | None) -> float:
+        """Set the deadline of the gate (or of one shape of it); the time it started."""
+        state = ev.state
+        state.shape = shape
+        state.check_cancel()
+        limit = step.timeout(ev, shape)
+        state.limit = limit or 0.0
+        state.deadline = time.monotonic() + limit if limit else math.inf
+        return time.monotonic()
+
+    @staticmethod
+    def _fail(ev: Evaluation, failed: GateFailed, seconds: float) -> Status:
+        gate, status = failed.resolved(ev.state.gate)
+        messages = describe_failure(ev, gate, failed)
+        verdict = ev.verdict
+        verdict.status, verdict.failed_gate = status, gate
+        verdict.messages.extend(messages)
+        if not any(r.gate == gate for r in verdict.gates):
+            verdict.gates.append(GateRecord(gate=gate, ok=False, seconds=seconds, cached=failed.cached,
+                                            detail=(messages or [""])[0][:200]))
+        return status
+
+
+def describe_failure(ev: Evaluation, gate: Gate, failed: GateFailed) -> list[str]:
+    """The verdict's messages for a failure; a lost child is worded with the gate and shape it was in."""
+    where = ev.state.where
+    if failed.lost == "timeout":
+        return [f"the {gate.value} gate ran past its {ev.state.limit:.3g} s limit{where}; the child was killed"]
+    if failed.lost == "protocol":
+        return [f"[protocol] {failed.messages[0] if failed.messages else ''}{where}"]
+    if failed.lost == "crash":
+        how, tail = (failed.messages + ["", ""])[:2]
+        return [f"the solution's process {how or 'stopped'} during the {gate.value} gate{where}"
+                + (f"; its last output:\n{tail}" if tail else "")]
+    return failed.messages

@@ -1,0 +1,115 @@
+"""The timing gate's work on one shape: warm-up and timed calls, candidate and reference paired
+call by call (A B A B ...), each call's outputs probed, one profiled call drawn in secret, and
+the cross-checks that flag a suspect measurement."""
+
+from __future__ import annotations
+
+import random
+import secrets
+import time
+
+from rooftop.check.probe import check_probes
+from rooftop.integrity.kernels import kernel_share, solution_kernel_names
+from rooftop.measure.loop import PairedSampling, Taken
+from rooftop.measure.stopping import TimingPolicy
+from rooftop.pipeline.calls import Called, call
+from rooftop.pipeline.context import Evaluation
+from rooftop.pipeline.events import Samples
+from rooftop.pipeline.protocol import CallReply
+from rooftop.problem.spec import Shape
+from rooftop.verdict import Gate, GateFailed, ShapeResult, Status
+
+AUDIT_SHARE = 0.125  # share of warm-up and timed calls that also run the dispatch audit (their samples are dropped)
+ESCAPED_WORK = 1.1  # profiled kernel time over the event-timed median that means work escaped the events
+EVENT_EVERY = 0.25  # seconds between two sample-count events
+
+
+def time_shape(ev: Evaluation, shape: Shape, result: ShapeResult, policy: TimingPolicy, profiled: bool) -> None:
+    max_clock = ev.sm_clock.max_mhz if ev.sm_clock is not None else None
+    sampling = PairedSampling(policy, sides=2, max_clock_mhz=max_clock)  # candidate, reference
+    checks = ev.settings.checks
+    counts_compute = not ev.problem.spec.policy.allow_torch_ops  # the dispatch audit has work to do
+    pool = ev.checked_seeds.get(shape.name, [])
+    calls, reported = 0, 0.0
+    # the profiled call takes the place of a timed sample drawn in secret: to the child it is one
+    # more call of this shape, neither first nor last
+    profile_at = secrets.randbelow(policy.min_samples) if profiled else -1
+    while not sampling.stopped or profile_at >= 0:  # (a wall-time cap may stop it first)
+        warming = sampling.warming
+        profile = profile_at >= 0 and (sampling.stopped or (not warming and sampling.kept >= profile_at))
+        audit = checks and counts_compute and random.random() < AUDIT_SHARE and not profile
+        seed = None if checks or not pool else pool[calls % len(pool)]
+        called = call(ev, shape, audit=audit, profile=profile, timed=True, seed=seed)
+        calls += 1
+        if checks:
+            result.timed_checks += 1
+            _check_timed_output(ev, shape, called, calls)
+        if profile:
+            profile_at = -1
+            judge_profile(ev, shape, result, called.reply)
+        elif warming or not audit:  # an audited call ran under the dispatch hook, which slows it: not a sample
+            sampling.record([Taken(float(called.reply.seconds or 0.0), called.clock, called.wall),
+                             Taken(float(called.reference_seconds or 0.0), called.reference_clock,
+                                   called.reference_wall)], warming)
+        if time.monotonic() - reported > EVENT_EVERY:
+            reported = time.monotonic()
+            ev.state.emit(Samples(gate=Gate.timing, shape=shape.name, kept=sampling.kept, warming=warming))
+    clock = ev.trusted.clock.name if ev.trusted is not None else "unknown"
+    result.candidate, result.reference = sampling.stats(clock)
+    cross_check(ev, shape, result, sampling)
+
+
+def _check_timed_output(ev: Evaluation, shape: Shape, called: Called, calls: int) -> None:
+    reply = called.reply
+    mismatches = check_probes(ev.problem.spec, called.expected, reply.outputs)
+    if mismatches or reply.aliased_inputs:
+        what = f"{mismatches[0].output}: {mismatches[0].message}" if mismatches else \
+            f"an output shares storage with input(s) {reply.aliased_inputs}"
+        raise GateFailed(Status.incorrect, f"[timed-output] shape '{shape.name}', call {calls} after the "
+                         f"correctness checks: {what}")
+
+
+def cross_check(ev: Evaluation, shape: Shape, result: ShapeResult, sampling: PairedSampling) -> None:
+    """Flags on a measurement that is suspect without being proof of cheating."""
+    flags: list[tuple[str, str]] = []
+    stats, candidate = result.candidate, sampling.samplers[0]
+    assert stats is not None
+    if candidate.many_dropped:
+        flags.append(("clocks", f"{candidate.dropped} of {candidate.dropped + stats.n} samples were taken below "
+                      f"{100 * candidate.policy.min_clock_fraction:.0f}% of the {candidate.max_clock_mhz:.0f} MHz "
+                      "maximum SM clock and taken again; the GPU was capped or shared"))
+    if stats.wall_seconds is not None and sum(stats.samples) > stats.wall_seconds:
+        flags.append(("wall", f"the timed samples add up to {sum(stats.samples):.4g} s but the host's wall clock "
+                      f"around them measured {stats.wall_seconds:.4g} s"))
+    kernel_seconds = result.profiled_kernel_seconds
+    if kernel_seconds is not None and stats.n and kernel_seconds > ESCAPED_WORK * stats.median:
+        flags.append(("events", f"the profiled call's kernels took {kernel_seconds * 1e6:.1f} us, "
+                      f"{kernel_seconds / stats.median:.2f}x the {stats.median * 1e6:.1f} us median the events "
+                      "measured: work escaped the timed region"))
+    for tag, message in flags:
+        result.flags.append(tag)
+        ev.verdict.warnings.append(f"[{tag}] shape '{shape.name}': {message}")
+
+
+def judge_profile(ev: Evaluation, shape: Shape, result: ShapeResult, reply: CallReply) -> None:
+    """The profiled call: the solution's share of GPU kernel time, and the streams it used."""
+    minimum = ev.problem.spec.policy.min_kernel_share
+    if reply.kernels is None:
+        if minimum is not None:
+            raise GateFailed(Status.internal_error, f"[kernel-share] shape '{shape.name}': this problem requires a "
+                             f"minimum kernel share and {reply.detail or 'the profiler did not run'}")
+        ev.verdict.warnings.append(f"kernel share and streams were not checked: {reply.detail or 'no profile'}")
+        return
+    kernels = reply.kernels
+    elsewhere = [k for k in kernels if k.stream != reply.stream]
+    if elsewhere:
+        raise GateFailed(Status.rejected, f"[side-stream] shape '{shape.name}': {len(elsewhere)} of the call's "
+                         f"{len(kernels)} kernels ran on another stream than the caller's (first: "
+                         f"{elsewhere[0].name[:80]}); work must run on the caller's current stream, where the "
+                         "harness's events see it")
+    result.kernel_share = kernel_share(kernels, solution_kernel_names(ev.solution.files))
+    result.profiled_kernel_seconds = sum(k.microseconds for k in kernels) / 1e6
+    if minimum is not None and (result.kernel_share or 0.0) < minimum:
+        share = f"{100 * (result.kernel_share or 0.0):.0f}%"
+        raise GateFailed(Status.rejected, f"[kernel-share] shape '{shape.name}': {share} of GPU time was in kernels "
+                         f"the solution defines; this problem requires at least {100 * minimum:.0f}%")

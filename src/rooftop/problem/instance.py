@@ -1,0 +1,137 @@
+"""A problem loaded in one process: its reference module, the models and inputs of its shapes.
+
+The trusted side, the evaluation child (which copies the reference's weights into the candidate)
+and the baselines all hold the problem through this class, so that the same seed gives the same
+weights and the same inputs on every side, and the problem's own failures are blamed on it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from rooftop.problem.spec import Problem, ProblemSpec, Shape
+from rooftop.values import clone, to_device
+from rooftop.verdict import GateFailed, Status
+
+_counter = itertools.count()
+
+
+def import_file(path: Path, name: str | None = None, keep_path: bool = False) -> ModuleType:
+    """Import one .py file as a fresh module, with its folder on the import path while it runs
+    (kept afterwards when asked: a solution may import its siblings lazily, at call time). A named
+    module is registered in sys.modules under that name; an unnamed one stays private."""
+    register = name is not None
+    name = name or f"rooftop_module_{next(_counter)}"
+    folder = str(path.parent)
+    added = folder not in sys.path
+    if added:
+        sys.path.insert(0, folder)
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot import {path}")
+        module = importlib.util.module_from_spec(spec)
+        if register:
+            sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        if added and not keep_path:
+            sys.path.remove(folder)
+
+
+@contextmanager
+def blame_reference(what: str) -> Iterator[None]:
+    """The problem's own code failing is rooftop's problem (internal_error), never the candidate's."""
+    try:
+        yield
+    except GateFailed:
+        raise
+    except Exception as exc:
+        raise GateFailed(Status.internal_error, f"{what} of the problem failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _call(fn: Any, spec: ProblemSpec, shape: Shape) -> Any:
+    return fn() if spec.kernelbench else fn(**shape.params)
+
+
+def init_inputs(reference: ModuleType, spec: ProblemSpec, shape: Shape) -> list[Any]:
+    return list(_call(reference.get_init_inputs, spec, shape))
+
+
+def construct(cls: Any, init: list[Any], seed: int, device: torch.device) -> Any:
+    """A model for one shape, its weights drawn from `seed` on the evaluation device.
+
+    Every side that builds a model builds it this way, so the same seed gives the same weights;
+    drawing them on the GPU takes milliseconds where a CPU needs minutes for a MoE layer's gigabytes.
+    """
+    torch.manual_seed(seed)
+    with torch.device(device):
+        return cls(*clone(init))
+
+
+def make_inputs(reference: ModuleType, spec: ProblemSpec, shape: Shape, seed: int, device: torch.device) -> list[Any]:
+    """The forward arguments for one seed, made on the evaluation device.
+
+    Both sides call this with the same seed and get the same bits. Factory calls in `get_inputs`
+    default to the evaluation device, so large inputs are drawn by the GPU's generator, not copied.
+    """
+    torch.manual_seed(seed)
+    with torch.device(device):
+        made = _call(reference.get_inputs, spec, shape)
+    return [to_device(x, device) for x in made]
+
+
+def set_precision(spec: ProblemSpec) -> None:
+    """fp32 means IEEE fp32: no TF32 in cuBLAS or cuDNN (cuDNN allows it by default), unless the
+    problem says tf32. The reference, its eager timing and the candidate all run under this."""
+    tf32 = "tfloat32" in (spec.dtype, spec.peak_dtype)
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+
+
+class ProblemInstance:
+    """The problem in this process: reference imported once, one shape's reference model at a time."""
+
+    def __init__(self, problem: Problem, device: torch.device | str, weights_seed: int = 0,
+                 module_name: str | None = None) -> None:
+        self.problem, self.spec = problem, problem.spec
+        self.device = torch.device(device)
+        self.weights_seed = weights_seed
+        set_precision(self.spec)
+        with blame_reference("importing reference.py"):
+            self.module = import_file(problem.reference, module_name)
+        self._model: tuple[str, Any] | None = None
+
+    def init_inputs(self, shape: Shape) -> list[Any]:
+        with blame_reference("get_init_inputs"):
+            return init_inputs(self.module, self.spec, shape)
+
+    def construct(self, cls: Any, shape: Shape) -> Any:
+        """`cls` built for this shape with the problem's init inputs and the weights seed."""
+        return construct(cls, self.init_inputs(shape), self.weights_seed, self.device)
+
+    def model(self, shape: Shape) -> Any:
+        """The reference model of this shape, on the device, in eval mode (the last shape's is freed)."""
+        if self._model is None or self._model[0] != shape.name:
+            self._model = None
+            with blame_reference("constructing the reference Model"):
+                built = self.construct(self.module.Model, shape)
+                self._model = (shape.name, built.to(self.device).eval())
+        return self._model[1]
+
+    def inputs(self, shape: Shape, seed: int) -> list[Any]:
+        with blame_reference("get_inputs"):
+            return make_inputs(self.module, self.spec, shape, seed, self.device)
+
+    def release(self) -> None:
+        self._model = None

@@ -1,0 +1,69 @@
+"""The package's layers point down: a module imports only from its own package and from layers
+below it (lazy imports inside functions count too). Leaf modules, which import only other
+leaves, may be used from any layer."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).parents[1] / "src" / "rooftop"
+
+# top to bottom; packages on one line are peers and do not import each other
+LAYERS = [
+    ["cli"],
+    ["api"],
+    ["pipeline"],
+    ["store"],
+    ["score"],
+    ["measure"],
+    ["check", "integrity"],
+    ["environment"],
+    ["build", "solution", "problem"],
+    ["verdict"],
+    ["values", "errors"],
+]
+# modules that import only other leaves: pure statistics, dtype names, datasheet facts
+LEAVES = {"rooftop.measure.measurement", "rooftop.problem.dtypes", "rooftop.score.hardware"}
+
+
+def _module(path: Path) -> str:
+    return ".".join(("rooftop", *path.relative_to(SRC).with_suffix("").parts)).removesuffix(".__init__")
+
+
+def _imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return {m for m in found if m == "rooftop" or m.startswith("rooftop.")}
+
+
+def _unit(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "rooftop"
+
+
+LEVEL = {unit: i for i, units in enumerate(LAYERS) for unit in units}
+MODULES = {_module(p): p for p in SRC.rglob("*.py")}
+
+
+def test_every_package_has_a_layer():
+    units = {_unit(m) for m in MODULES} - {"rooftop"}
+    assert units <= set(LEVEL), f"no layer for {sorted(units - set(LEVEL))}: add it to LAYERS"
+
+
+def test_leaves_import_only_leaves():
+    for leaf in LEAVES:
+        assert _imports(MODULES[leaf]) <= LEAVES, leaf
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _unit(m) != "rooftop"))
+def test_imports_point_down(module):
+    here = LEVEL[_unit(module)]
+    upward = [target for target in _imports(MODULES[module])
+              if target not in LEAVES and _unit(target) != _unit(module) and _unit(target) != "rooftop"
+              and LEVEL.get(_unit(target), len(LAYERS)) <= here]
+    assert not upward, f"{module} imports {upward}, which are not below its layer"
