@@ -50,10 +50,9 @@ import triton.testing
 
 from rooftop.measure.clocks import SmClock
 from rooftop.measure.loop import measure
-from rooftop.measure.timer import clock_for
 from rooftop.measure.measurement import relative_standard_error
 from rooftop.measure.stopping import TimingPolicy
-from rooftop.measure.timer import Clock
+from rooftop.measure.timer import Clock, clock_for
 
 SCRIPT = str(Path(__file__).resolve())
 METHODS = ("ours", "kernelbench", "do_bench")
@@ -506,7 +505,7 @@ def main() -> None:
         note = f"  {ncu['error'][:300]}" if ncu["error"] else ""
         print(f"ncu: done {time.perf_counter() - began:.0f} s after the start{note}", file=sys.stderr, flush=True)
     policy = make_policy(args.device, args.max_seconds)
-    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    meta = {"date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "env": next((r["env"] for r in runs if "env" in r), {}), "processes": args.processes, "calls": args.calls,
             "ncu_flags": NCU_FLAGS, "ncu_error": ncu.get("error"), "ncu_cases": len(ncu.get("cases", {})),
             "policy": policy.model_dump(), "policy_note": policy_note(policy, args.device), "argv": sys.argv}

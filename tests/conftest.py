@@ -39,7 +39,7 @@ def fixture_problem(name: str):
     return load_problem(FIXTURES / "problems" / name)
 
 
-def run(problem: str, solution: "str | Path", **settings):
+def run(problem: str, solution: str | Path, **settings):
     """Evaluate a solution (a fixture name, or any path) against a fixture problem on the CPU
     (unless told otherwise)."""
     from rooftop.pipeline.evaluate import evaluate

@@ -3,8 +3,8 @@
 import threading
 
 import torch
-
 from conftest import run
+
 from rooftop.integrity.audit import audit_call
 
 
@@ -12,7 +12,7 @@ def test_dispatch_counter_sees_compute_and_ignores_allocation():
     x = torch.randn(8)
     _, findings = audit_call(lambda: torch.empty_like(x).copy_(x).view(2, 4), count_compute=True)
     assert findings == []
-    _, findings = audit_call(lambda: getattr(torch, "mm")(x.view(2, 4), x.view(4, 2)), count_compute=True)
+    _, findings = audit_call(lambda: torch.mm(x.view(2, 4), x.view(4, 2)), count_compute=True)
     assert findings and "mm x1" in findings[0]
 
 

@@ -4,7 +4,6 @@ reused by evaluations; and the commands that make them."""
 import json
 
 import pytest
-
 from conftest import FIXTURES, fixture_problem, run
 from test_cli import rooftop
 

@@ -1,4 +1,5 @@
 from conftest import FIXTURES
+
 from rooftop.build.backends import arch_flag, trim_compiler_log
 from rooftop.build.cache import build_dir
 from rooftop.solution.loader import Language, load_solution

@@ -9,7 +9,6 @@ import time
 from importlib import metadata
 
 import pytest
-
 from conftest import FIXTURES
 
 SCALE = str(FIXTURES / "problems/scale")

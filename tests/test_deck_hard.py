@@ -12,8 +12,8 @@ import re
 import pytest
 import torch
 import yaml
-
 from conftest import deck_solutions
+
 from rooftop.check.compare import as_outputs, compare_outputs
 from rooftop.check.inputs import clone, construct, init_inputs, make_inputs, set_precision
 from rooftop.pipeline.trusted import import_reference

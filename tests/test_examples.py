@@ -1,8 +1,8 @@
 """The bundled example deck: every problem validates and every solution gets its expected status."""
 
 import pytest
-
 from conftest import HAS_NVCC, deck_solutions
+
 from rooftop.problem.registry import bundled_names, resolve
 
 NAMES = bundled_names("examples")

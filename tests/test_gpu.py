@@ -1,7 +1,6 @@
 """Engine checks that need a CUDA GPU (run on the GPU machine with `make test-gpu`)."""
 
 import pytest
-
 from conftest import run
 
 pytestmark = pytest.mark.gpu

@@ -4,7 +4,6 @@ import os
 import time
 
 import pytest
-
 from conftest import HAS_NVCC, run
 
 

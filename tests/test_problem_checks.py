@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-
 from conftest import FIXTURES
+
 from rooftop.errors import SpecError
 from rooftop.problem.loader import load_problem
 from rooftop.problem.registry import bundled_names, resolve

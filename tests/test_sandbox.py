@@ -4,8 +4,8 @@ import os
 import sqlite3
 
 import pytest
-
 from conftest import FIXTURES, run
+
 from rooftop.integrity.sandbox import bwrap_path, scrubbed_env
 
 needs_bwrap = pytest.mark.skipif(bwrap_path() is None, reason="needs bubblewrap (apt-get install bubblewrap)")

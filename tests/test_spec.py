@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import FIXTURES
+
 from rooftop.errors import SpecError
 from rooftop.problem.loader import load_problem
 from rooftop.problem.spec import ProblemSpec, Tolerance

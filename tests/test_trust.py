@@ -5,16 +5,16 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import FIXTURES
+
 from rooftop.check.probe import Probe, check_probes, probe_output, same_inputs
+from rooftop.check.tensorfile import TensorEntry, dump_tensors, load_tensors
 from rooftop.integrity.audit import TamperGuard
 from rooftop.integrity.kernels import kernel_share, solution_kernel_names
 from rooftop.integrity.sandbox import _python_paths
 from rooftop.pipeline.evaluate import make_job, select_shapes
 from rooftop.pipeline.job import Settings
 from rooftop.pipeline.protocol import Kernel
-from rooftop.check.tensorfile import TensorEntry, dump_tensors, load_tensors
 from rooftop.problem.loader import load_problem
 from rooftop.score.hardware import lookup
 from rooftop.score.roofline import implausible

@@ -10,8 +10,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from rooftop.pipeline.events import EventSink
 from rooftop.pipeline.evaluate import evaluate
+from rooftop.pipeline.events import EventSink
 from rooftop.pipeline.job import Settings
 from rooftop.pipeline.scoring import attach_stored_baselines
 from rooftop.problem.registry import resolve

@@ -6,8 +6,8 @@ import platform
 import socket
 from importlib import metadata
 
-from rooftop.verdict import Environment
 from rooftop.solution.loader import Language, Solution
+from rooftop.verdict import Environment
 
 
 def rooftop_version() -> str:

@@ -6,7 +6,7 @@ environment, the viewer) consume, so its fields change only with `SCHEMA_VERSION
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 
 from pydantic import BaseModel, Field
@@ -158,5 +158,5 @@ class Verdict(BaseModel):
     shapes: list[ShapeResult] = []
     summary: Summary = Summary()
     environment: Environment | None = None
-    started_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     wall_seconds: float = 0.0

@@ -11,9 +11,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-# the choices come from the engine's own enums (a device, sandbox or baseline kind is spelled
-# once), in modules that do not import torch
-from rooftop.measure.references import BaselineKind, CompileMode
+# the choices come from the engine's own enums (a device or sandbox is spelled once), in modules
+# that do not import torch
 from rooftop.pipeline.job import DeviceChoice as Device
 from rooftop.pipeline.job import SandboxChoice as Sandbox
 from rooftop.pipeline.job import ShapeGroup
@@ -65,5 +64,6 @@ GraphsOpt = Annotated[bool, typer.Option("--graphs", help="time candidate and re
 
 
 def progress_bar(enabled: bool) -> Progress:
-    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                    TimeElapsedColumn(), console=err, transient=True, disable=not enabled)
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                    TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(), console=err, transient=True,
+                    disable=not enabled)

@@ -11,8 +11,20 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from rooftop.cli.common import (SHAPE_GROUPS, DbOpt, Device, DeviceOpt, GraphsOpt, JsonOpt, Sandbox, SandboxOpt,
-                                ShapesOpt, TimeoutOpt, cli_app, out)
+from rooftop.cli.common import (
+    SHAPE_GROUPS,
+    DbOpt,
+    Device,
+    DeviceOpt,
+    GraphsOpt,
+    JsonOpt,
+    Sandbox,
+    SandboxOpt,
+    ShapesOpt,
+    TimeoutOpt,
+    cli_app,
+    out,
+)
 from rooftop.cli.measure import register as register_measure_commands
 from rooftop.cli.results import register as register_results_commands
 from rooftop.errors import UserError

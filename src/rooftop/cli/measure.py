@@ -10,9 +10,18 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from rooftop.cli.common import (BaselineKind, CompileMode, DbOpt, Device, DeviceOpt, GraphsOpt, JsonOpt, ShapesOpt,
-                                out, progress_bar)
+from rooftop.cli.common import (
+    DbOpt,
+    Device,
+    DeviceOpt,
+    GraphsOpt,
+    JsonOpt,
+    ShapesOpt,
+    out,
+    progress_bar,
+)
 from rooftop.errors import UserError
+from rooftop.measure.references import BaselineKind, CompileMode
 
 if TYPE_CHECKING:
     from rooftop.measure.baselines import BaselineRecord

@@ -8,8 +8,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import TaskID
 
+from rooftop.cli.common import err, progress_bar
 from rooftop.pipeline.events import Event, EventSink, GateFinished, GateStarted, Samples, ShapeDone
 
 
@@ -19,9 +20,7 @@ class EventDisplay:
     def __init__(self, console: Console, live: bool, total: int | None = None) -> None:
         self.console, self.live = console, live
         self.label = ""
-        self._bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                             TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(), console=console,
-                             transient=True, disable=not live)
+        self._bar = progress_bar(live)
         self._task: TaskID = self._bar.add_task("rooftop", total=total)
         self._shapes = 0
 
@@ -41,7 +40,8 @@ class EventDisplay:
         elif isinstance(event, ShapeDone) and self.live:
             self._now(f"{event.gate.value} {event.shape} done ({event.index}/{event.of})")
         elif isinstance(event, Samples) and self.live:
-            self._now(f"{event.gate.value} {event.shape}: " + ("warming up" if event.warming else f"{event.kept} samples"))
+            count = "warming up" if event.warming else f"{event.kept} samples"
+            self._now(f"{event.gate.value} {event.shape}: {count}")
         elif isinstance(event, GateFinished) and not event.ok and not self.live:
             status = event.status.value if event.status else "failed"
             self.console.print(f"{self.label}: {event.gate.value} failed after {event.seconds:.1f} s ({status})",
@@ -63,9 +63,8 @@ class EventDisplay:
 @contextmanager
 def event_display(enabled: bool, total: int | None = None) -> Iterator[EventDisplay]:
     """A live display on a terminal's stderr, plain lines when stderr is piped, nothing when off."""
-    console = Console(stderr=True)
     live = enabled and sys.stderr.isatty()
-    display = EventDisplay(console, live, total)
+    display = EventDisplay(err, live, total)
     if not enabled:
         display.show = lambda _event: None  # type: ignore[method-assign]  # silenced: --json
     with display._bar:

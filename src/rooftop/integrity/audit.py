@@ -47,7 +47,7 @@ class ComputeCounter:
         self.counts = counts
         self._mode = _Mode()
 
-    def __enter__(self) -> "ComputeCounter":
+    def __enter__(self) -> ComputeCounter:
         self._mode.__enter__()
         return self
 
@@ -64,7 +64,7 @@ class Audit:
         self._before = set(threading.enumerate())
         self._counter = ComputeCounter() if count_compute else None
 
-    def __enter__(self) -> "Audit":
+    def __enter__(self) -> Audit:
         if self._counter is not None:
             self._counter.__enter__()
         return self

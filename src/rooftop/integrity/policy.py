@@ -96,7 +96,7 @@ class Context:
         return _resolve(node, self.aliases)
 
 
-Check = Callable[[Any, Context], Iterable[Finding]]
+Check = Callable[[Any, Context], Iterable[Finding]]  # handed only nodes of the types it registered for
 
 
 @dataclass(frozen=True)
@@ -112,13 +112,12 @@ RULES: dict[str, Rule] = {}
 
 def rule(*names: str, nodes: tuple[type[ast.AST], ...]) -> Callable[[Check], Check]:
     """Register a check for the node types it reads. A check that decides between several rule names (a stream
-    or a thread) registers them all, so its findings stay in reading order with one another."""
+    or a thread) registers them all, so its findings keep their traversal order with one another."""
     def register(check: Check) -> Check:
-        entry = Rule(names, nodes, check)
-        for name in names:
-            if name in RULES:
-                raise ValueError(f"the rule name '{name}' is registered twice")
-            RULES[name] = entry
+        taken = [name for name in names if name in RULES]
+        if taken:
+            raise ValueError(f"the rule name '{taken[0]}' is registered twice")
+        RULES.update(dict.fromkeys(names, Rule(names, nodes, check)))
         return check
     return register
 
@@ -141,20 +140,23 @@ def check_source(source: str, policy: Policy, filename: str = "solution.py") -> 
 
 def _walk(tree: ast.Module) -> list[tuple[ast.AST, bool]]:
     """The one traversal: every node in ast.walk's (breadth-first) order, each with whether it lies inside
-    an except handler (the handler's own node and its exception type included)."""
+    the except handler of a `try` (the handler's own node and its exception type included; the handlers
+    of `try ... except*` are not counted)."""
     out: list[tuple[ast.AST, bool]] = []
     queue: deque[tuple[ast.AST, bool]] = deque([(tree, False)])
     while queue:
         node, in_handler = queue.popleft()
-        inside = in_handler or isinstance(node, ast.ExceptHandler)
-        out.append((node, inside))
-        queue.extend((child, inside) for child in ast.iter_child_nodes(node))
+        out.append((node, in_handler))
+        is_try = isinstance(node, ast.Try)
+        queue.extend((child, in_handler or (is_try and isinstance(child, ast.ExceptHandler)))
+                     for child in ast.iter_child_nodes(node))
     return out
 
 
 def _findings(nodes: list[tuple[ast.AST, bool]], context: Context) -> list[Finding]:
     """Each node handed to the rules registered for its type. Findings come out rule by rule in registration
-    order, each rule's in reading order, so that de-duplication keeps the same one every time."""
+    order and, within a rule, in traversal order: de-duplication keeps the first of a kind, and the
+    violations of one line are listed in this order."""
     rules = list({id(entry): entry for entry in RULES.values()}.values())
     by_type: dict[type[ast.AST], list[tuple[int, Rule]]] = {}
     found: list[tuple[int, int, Finding]] = []
@@ -286,15 +288,14 @@ def _dynamic_code(node: ast.Call, _context: Context) -> Iterator[Finding]:
         return
     if node.func.id in DYNAMIC_CODE:
         yield node, "dynamic-code", f"'{node.func.id}()' runs code the policy cannot read"
-    elif node.func.id in ("getattr", "vars") and _computed_lookup(node):
+    # vars() hands out a whole namespace; getattr() only with a name not written in the source
+    elif node.func.id == "vars" or (node.func.id == "getattr" and _computed_name(node)):
         yield node, "dynamic-code", (f"'{node.func.id}()' with a computed name reaches an attribute the "
                                      "policy cannot read (a forbidden op spelled at run time)")
 
 
-def _computed_lookup(call: ast.Call) -> bool:
-    """getattr(obj, <not a string literal>) on anything but self; vars() of a module or class."""
-    if call.func.id == "vars":  # type: ignore[union-attr]
-        return True
+def _computed_name(call: ast.Call) -> bool:
+    """getattr(obj, <not a string literal>) on anything but self."""
     if len(call.args) < 2 or (isinstance(call.args[0], ast.Name) and call.args[0].id == "self"):
         return False
     name = call.args[1]

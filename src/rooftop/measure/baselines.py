@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import torch
@@ -23,13 +23,12 @@ from rooftop.check.inputs import device_memory
 from rooftop.measure.clocks import SmClock
 from rooftop.measure.loop import measure
 from rooftop.measure.measurement import TimingStats
+from rooftop.measure.references import KINDS  # noqa: E402
 from rooftop.measure.stopping import TimingPolicy
 from rooftop.measure.timer import clock_for
 from rooftop.problem.instance import ProblemInstance, construct, import_file
 from rooftop.problem.spec import Problem, Shape
 from rooftop.values import clone
-
-from rooftop.measure.references import COMPILE_MODES, KINDS  # noqa: E402
 
 
 class Platform(BaseModel):
@@ -42,7 +41,7 @@ class Platform(BaseModel):
     cuda: str | None = None
 
     @classmethod
-    def here(cls, device: str) -> "Platform":
+    def here(cls, device: str) -> Platform:
         from rooftop.environment import collect_environment_basics
 
         return cls.model_validate(collect_environment_basics(device))
@@ -59,7 +58,7 @@ class BaselineRecord(BaseModel):
     graphs: bool = False
     stats: TimingStats | None = None  # None when it could not be timed (error says why)
     error: str = ""
-    created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
     @property
     def params_key(self) -> str:

@@ -18,7 +18,7 @@ class SmClock:
         self.max_mhz = float(nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM))
 
     @classmethod
-    def open(cls, device: Any) -> tuple["SmClock | None", str]:
+    def open(cls, device: Any) -> tuple[SmClock | None, str]:
         """The clock of a torch CUDA device, or None and why NVML cannot read it."""
         try:
             import pynvml as nvml

@@ -42,7 +42,7 @@ class TimingPolicy(BaseModel):
     max_cooldown_seconds: float = 0.05
 
     @classmethod
-    def for_device(cls, device: str) -> "TimingPolicy":
+    def for_device(cls, device: str) -> TimingPolicy:
         if device == "cpu":  # CPU runs are smoke runs, often under the Triton interpreter
             return cls(warmup_calls=1, warmup_seconds=0.0, min_samples=3, min_seconds=0.2, target_rse=None,
                        max_samples=20, max_seconds=10.0, max_wall_seconds=10.0)

@@ -16,7 +16,6 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -26,8 +25,22 @@ from rooftop.integrity.audit import TamperGuard
 from rooftop.pipeline.channel import ChannelWriter
 from rooftop.pipeline.child_build import build, describe, prepare_build_folder, status_for_exception
 from rooftop.pipeline.job import EvalJob
-from rooftop.pipeline.protocol import (REPLY_FOR, REQUESTS, BuildReply, BuildRequest, CallReply, CallRequest, Failure,
-                                       JobReply, JobRequest, LoadReply, LoadRequest, QuitRequest, _Reply, _Request)
+from rooftop.pipeline.protocol import (
+    REPLY_FOR,
+    REQUESTS,
+    BuildReply,
+    BuildRequest,
+    CallReply,
+    CallRequest,
+    Failure,
+    JobReply,
+    JobRequest,
+    LoadReply,
+    LoadRequest,
+    QuitRequest,
+    _Reply,
+    _Request,
+)
 from rooftop.verdict import Gate, GateFailed, Status
 
 

@@ -109,6 +109,8 @@ def _finish(ev: Evaluation, started: float) -> Verdict:
     verdict = ev.verdict
     if verdict.environment is None:
         verdict.environment = parent_environment(ev.device, ev.solution, ran=ev.session is not None)
+    if ev.session is None:
+        verdict.sandbox = "not started"  # refused before any child ran: no sandbox was needed
     verdict.wall_seconds = time.monotonic() - started
     if verdict.summary.shapes == 0:
         verdict.summary.shapes = len(verdict.shapes)

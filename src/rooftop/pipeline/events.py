@@ -8,7 +8,7 @@ are. They describe progress only: the verdict stays the one record of the outcom
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
@@ -66,7 +66,7 @@ class EvaluationFinished(BaseModel):
     seconds: float
 
 
-Event = Annotated[Union[EvaluationStarted, GateStarted, ShapeDone, Samples, GateFinished, EvaluationFinished],
+Event = Annotated[EvaluationStarted | GateStarted | ShapeDone | Samples | GateFinished | EvaluationFinished,
                   Field(discriminator="kind")]
 EventSink = Callable[[Event], None]
 

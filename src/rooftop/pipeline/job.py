@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from enum import StrEnum
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel
@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from rooftop.measure.stopping import TimingPolicy
 from rooftop.problem.spec import Problem, Shape
 from rooftop.solution.loader import Solution
+
 
 class DeviceChoice(StrEnum):
     """Where to evaluate: auto picks cuda when torch sees a GPU."""

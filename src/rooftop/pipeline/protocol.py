@@ -11,7 +11,7 @@ tamper guard are up, and learns the job from the first request.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
@@ -76,7 +76,7 @@ class QuitRequest(_Request):
     op: Literal["quit"] = "quit"
 
 
-Request = Annotated[Union[JobRequest, BuildRequest, LoadRequest, CallRequest, QuitRequest], Field(discriminator="op")]
+Request = Annotated[JobRequest | BuildRequest | LoadRequest | CallRequest | QuitRequest, Field(discriminator="op")]
 REQUESTS: TypeAdapter[Request] = TypeAdapter(Request)
 
 
@@ -122,7 +122,7 @@ class QuitReply(_Reply):
     op: Literal["quit"] = "quit"
 
 
-Reply = Annotated[Union[JobReply, BuildReply, LoadReply, CallReply, QuitReply], Field(discriminator="op")]
+Reply = Annotated[JobReply | BuildReply | LoadReply | CallReply | QuitReply, Field(discriminator="op")]
 REPLIES: TypeAdapter[Reply] = TypeAdapter(Reply)
 REPLY_FOR: dict[str, type[_Reply]] = {"job": JobReply, "build": BuildReply, "load": LoadReply, "call": CallReply,
                                       "quit": QuitReply}

@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 
 from rooftop.measure.measurement import ratio_interval
-from rooftop.verdict import Summary, Verdict
 from rooftop.problem.spec import Problem
 from rooftop.score.aggregate import geomean
 from rooftop.score.hardware import lookup
 from rooftop.score.roofline import implausible, roofline_fraction
+from rooftop.verdict import Summary, Verdict
 
 
 def score(verdict: Verdict, problem: Problem, timed: bool) -> tuple[str, list[str]]:

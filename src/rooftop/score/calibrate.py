@@ -10,7 +10,7 @@ the datasheet means the table is wrong.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import torch
@@ -18,8 +18,8 @@ from pydantic import BaseModel, Field
 
 from rooftop.measure.clocks import SmClock
 from rooftop.measure.loop import measure
-from rooftop.measure.timer import clock_for
 from rooftop.measure.stopping import TimingPolicy
+from rooftop.measure.timer import clock_for
 from rooftop.score.hardware import lookup
 
 MATMUL_SIZE = 8192
@@ -47,7 +47,7 @@ class Ceiling(BaseModel):
 class HardwareProfile(BaseModel):
     device_name: str
     gpu_key: str | None = None  # datasheet entry
-    created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     torch: str
     cuda: str | None = None
     driver: str | None = None

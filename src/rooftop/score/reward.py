@@ -31,7 +31,7 @@ def reward_fn(name: str) -> Callable[[RewardFn], RewardFn]:
 
 
 @reward_fn("default")
-def speedup_minus_one(verdict: "Verdict") -> float | None:
+def speedup_minus_one(verdict: Verdict) -> float | None:
     """correct: geometric mean over shapes of (eager median / candidate median) - 1.
 
     A correct verdict without timings (timing skipped) earns 0; `needs_gpu` is not graded (None).
@@ -43,7 +43,7 @@ def speedup_minus_one(verdict: "Verdict") -> float | None:
     return FAILURE_REWARD.get(status)
 
 
-def compute_reward(verdict: "Verdict", name: str = "default") -> float | None:
+def compute_reward(verdict: Verdict, name: str = "default") -> float | None:
     if name not in REWARD_FNS:
         raise KeyError(f"unknown reward function '{name}' (known: {', '.join(sorted(REWARD_FNS))})")
     return REWARD_FNS[name](verdict)

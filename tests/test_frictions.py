@@ -1,0 +1,132 @@
+"""What a newcomer tripped on, each pinned by a test: silence during a hang, a misleading header
+on a static failure, a problem's own bug recorded against the solution, one shape by name, a
+missing ModelNew, and the event stream and cancellation that the progress display rests on."""
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import FIXTURES, fixture_problem, run
+
+SCALE = FIXTURES / "problems/scale"
+
+
+def rooftop(*args, **kwargs):
+    return subprocess.run([sys.executable, "-m", "rooftop.cli.main", *args], capture_output=True, text=True,
+                          timeout=300, **kwargs)
+
+
+def test_a_hang_is_reported_gate_by_gate_and_stopped_in_seconds_on_a_cpu(tmp_path):
+    """No --timeout: the limit comes from the device and the problem (a CPU smoke shape gets
+    seconds, not minutes); piped stderr names each gate as it starts, with its limit."""
+    started = time.monotonic()
+    proc = rooftop("eval", str(SCALE), str(FIXTURES / "solutions/hang.py"), "--device", "cpu",
+                   "--db", str(tmp_path / "r.db"))
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0 and "timeout" in proc.stdout
+    assert elapsed < 60, elapsed
+    lines = proc.stderr.strip().splitlines()
+    gates = [line.split(": ", 1)[1].split(" ")[0] for line in lines if ": " in line]
+    assert gates[:4] == ["static", "build", "load", "correctness"], lines
+    assert any("correctness (1 shape, limit" in line for line in lines), lines
+    assert any("correctness failed" in line and "timeout" in line for line in lines), lines
+
+
+def test_a_static_failure_says_nothing_ran():
+    v = run("scale", "forbidden.py")
+    assert v.status.value == "rejected" and v.sandbox == "not started"
+    assert "refused before any process started" in v.environment.mode
+    assert "unknown" not in v.environment.device_name
+
+
+def test_a_problem_whose_code_does_not_fit_its_shapes_exits_2_and_records_nothing(tmp_path):
+    problem = tmp_path / "bad_inputs"
+    shutil.copytree(SCALE, problem)
+    reference = problem / "reference.py"
+    reference.write_text(reference.read_text().replace("def get_inputs(B, N, **_):", "def get_inputs(B, M):")
+                         .replace("torch.randn(B, N)", "torch.randn(B, M)"))
+    db = tmp_path / "r.db"
+    proc = rooftop("eval", str(problem), str(FIXTURES / "solutions/good.py"), "--db", str(db))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert "reference.py" in line and "get_inputs" in line and "shape" in line
+    if db.exists():
+        assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM evaluations").fetchone()[0] == 0
+
+
+def test_one_shape_by_name():
+    v = run("scale", "good.py", shapes="odd", timing=False)
+    assert v.status.value == "correct" and [s.shape for s in v.shapes] == ["odd"]
+    two = run("scale", "good.py", shapes="tiny,small", timing=False)
+    assert [s.shape for s in two.shapes] == ["tiny", "small"]
+
+
+def test_an_unknown_shape_name_is_a_usage_error_listing_the_names(tmp_path):
+    proc = rooftop("eval", str(SCALE), str(FIXTURES / "solutions/good.py"), "--shapes", "tiny,nope",
+                   "--db", str(tmp_path / "r.db"))
+    assert proc.returncode == 2
+    [line] = proc.stderr.strip().splitlines()
+    assert "nope" in line and "small, odd, tiny" in line
+
+
+def test_a_missing_model_new_lists_the_classes_found(tmp_path):
+    solution = tmp_path / "misnamed.py"
+    solution.write_text((FIXTURES / "solutions/good.py").read_text().replace("class ModelNew", "class MyModel"))
+    v = run("scale", solution)
+    assert v.status.value == "init_error"
+    assert "neither ModelNew nor Model" in v.messages[0] and "MyModel" in v.messages[0]
+
+
+def test_the_runner_emits_structured_events_in_order():
+    from rooftop.pipeline.evaluate import evaluate
+    from rooftop.pipeline.job import Settings
+    from rooftop.solution.loader import load_solution
+
+    events = []
+    verdict = evaluate(fixture_problem("scale"), load_solution(FIXTURES / "solutions/good.py"),
+                       Settings(device="cpu"), events=events.append)
+    kinds = [e.kind for e in events]
+    assert kinds[0] == "evaluation_started" and kinds[-1] == "evaluation_finished"
+    started = [e.gate.value for e in events if e.kind == "gate_started"]
+    finished = [(e.gate.value, e.ok) for e in events if e.kind == "gate_finished"]
+    assert started == ["static", "build", "load", "correctness", "timing", "score"]
+    assert finished == [(g, True) for g in started]
+    [timed] = [e for e in events if e.kind == "shape_done" and e.gate.value == "timing"]
+    assert timed.shape == "tiny" and timed.samples == verdict.shapes[0].candidate.n
+    assert events[-1].status == verdict.status
+    json.loads(events[0].model_dump_json())  # events cross process boundaries as JSON
+
+
+def test_a_failed_gate_is_reported_with_its_status():
+    from rooftop.pipeline.evaluate import evaluate
+    from rooftop.pipeline.job import Settings
+    from rooftop.solution.loader import load_solution
+
+    events = []
+    evaluate(fixture_problem("scale"), load_solution(FIXTURES / "solutions/wrong.py"), Settings(device="cpu"),
+             events=events.append)
+    [failed] = [e for e in events if e.kind == "gate_finished" and not e.ok]
+    assert failed.gate.value == "correctness" and failed.status.value == "incorrect"
+
+
+def test_cancelling_stops_between_calls_and_leaves_no_verdict():
+    from rooftop.pipeline.context import Cancelled
+    from rooftop.pipeline.evaluate import evaluate
+    from rooftop.pipeline.job import Settings
+    from rooftop.solution.loader import load_solution
+
+    cancel = threading.Event()
+
+    def on_event(event):
+        if event.kind == "gate_started" and event.gate.value == "correctness":
+            cancel.set()
+
+    with pytest.raises(Cancelled):
+        evaluate(fixture_problem("scale"), load_solution(FIXTURES / "solutions/good.py"), Settings(device="cpu"),
+                 events=on_event, cancel=cancel)
