@@ -1,7 +1,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test test-gpu clean
+.PHONY: setup demo lint test test-gpu clean
 
 setup:
 	@VENV=$(VENV) ./scripts/setup_venv.sh
@@ -9,7 +9,11 @@ setup:
 demo: setup
 	$(VENV)/bin/rooftop demo --deck examples --db rooftop.db
 
-test: setup
+lint: setup
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/mypy
+
+test: setup lint
 	$(PY) -m pytest -q
 
 test-gpu: setup

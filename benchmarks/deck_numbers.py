@@ -81,7 +81,8 @@ def measure_deck(problems: list[str], kinds: tuple[str, ...], solutions: bool, p
                     result = found.get(shape.name)
                     ok = result is not None and result.correct and result.candidate is not None
                     error = "" if ok else f"{verdict.status.value}: {'; '.join(verdict.messages)[:300]}"
-                    new.append(_row(problem, gpu, shape, f"ours:{path.stem}", result.candidate.median if ok else None, error))
+                    median = result.candidate.median if ok else None
+                    new.append(_row(problem, gpu, shape, f"ours:{path.stem}", median, error))
                 keep(new)
             bar.advance(task)
     return rows

@@ -21,11 +21,9 @@ import statistics
 import time
 from pathlib import Path
 
-import yaml
-
 from rooftop.pipeline.evaluate import evaluate
 from rooftop.pipeline.job import Settings
-from rooftop.problem.registry import bundled_names, resolve
+from rooftop.problem.registry import bundled_names, expected_statuses, resolve
 from rooftop.solution.loader import load_solution
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,8 +34,7 @@ def correct_solutions(device: str) -> list[tuple[str, Path]]:
     for name in bundled_names():
         problem = resolve(name)
         folder = problem.root / "solutions"
-        expected = yaml.safe_load((folder / "expected.yaml").read_text()) or {}
-        for entry, statuses in sorted(expected.items()):
+        for entry, statuses in sorted(expected_statuses(problem).items()):
             if statuses.get(device) == "correct":
                 out.append((name, folder / entry))
     return out
@@ -73,7 +70,8 @@ def main() -> None:
                **{f"{k}_s": statistics.median(v) for k, v in walls.items()}, "walls": walls}
         rows.append(row)
         print(f"{name:20s} {path.name:24s} " + "  ".join(f"{k} {row[k + '_s']:6.2f} s" for k in variants)
-              + f"  checks {_pct(row['checks_s'], row['off_s'])}  +profile {_pct(row['checks+profile_s'], row['off_s'])}"
+              + f"  checks {_pct(row['checks_s'], row['off_s'])}"
+              f"  +profile {_pct(row['checks+profile_s'], row['off_s'])}"
               f"  {'/'.join(row['statuses'])}", flush=True)
         if args.json:
             args.json.write_text(json.dumps({"rows": rows, "summary": _summary(rows)}, indent=2))
@@ -98,7 +96,8 @@ def _merge(paths: list[Path]) -> list[dict]:
         for row in json.loads(path.read_text())["rows"]:
             walls = row.get("walls") or {k: [row[f"{k}_s"]] for k in ("off", "checks", "checks+profile")}
             into = merged.setdefault((row["problem"], row["solution"]), {
-                "problem": row["problem"], "solution": row["solution"], "statuses": [], "walls": {k: [] for k in walls}})
+                "problem": row["problem"], "solution": row["solution"], "statuses": [],
+                "walls": {k: [] for k in walls}})
             into["statuses"] = sorted(set(into["statuses"]) | set(row["statuses"]))
             for k, v in walls.items():
                 into["walls"][k].extend(v)

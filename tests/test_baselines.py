@@ -64,13 +64,13 @@ def test_store_keeps_the_newest_record_per_shape_and_kind_and_keys_by_platform(t
     store.save_baselines(first)
     store.save_baselines(second)
     here = first[0].platform
-    got = store.baselines(here, "scale_sota", 1)
+    got = store.baselines(here, problem.name, 1)
     assert sorted(r.kind for r in got) == ["eager", "sota"]
     assert next(r for r in got if r.kind == "sota").stats.median == second[0].stats.median
-    assert store.baselines(here, "scale_sota", 2) == []  # a new problem version re-times
+    assert store.baselines(here, problem.name, 2) == []  # a new problem version re-times
     other = Platform(**{**here.model_dump(), "torch": "0.0.0"})
-    assert store.baselines(other, "scale_sota", 1) == []  # so does a different torch
-    assert store.baselines(here, "scale_sota", 1, graphs=True) == []  # and another timing mode
+    assert store.baselines(other, problem.name, 1) == []  # so does a different torch
+    assert store.baselines(here, problem.name, 1, graphs=True) == []  # and another timing mode
     assert store.count("baselines") == 3
 
 
@@ -89,7 +89,7 @@ def test_an_evaluation_reads_speedups_over_the_stored_references(tmp_path):
     assert shape.speedup_low <= shape.speedup <= shape.speedup_high
     assert verdict.summary.geomean_speedups["sota"] == pytest.approx(shape.speedups["sota"])
     store.record(verdict)
-    assert store.verdicts("scale_sota")[0].shapes[0].speedups == shape.speedups
+    assert store.verdicts(problem.name)[0].shapes[0].speedups == shape.speedups
 
 
 def test_baselines_command_times_stores_and_tables(tmp_path):

@@ -15,16 +15,16 @@ import yaml
 from conftest import deck_solutions
 
 from rooftop.check.compare import as_outputs, compare_outputs
-from rooftop.check.inputs import clone, construct, init_inputs, make_inputs, set_precision
-from rooftop.pipeline.trusted import import_reference
+from rooftop.problem.instance import construct, import_file, init_inputs, make_inputs, set_precision
 from rooftop.problem.registry import bundled_names, resolve
+from rooftop.values import clone
 
 NAMES = bundled_names("hard")
 pytestmark = pytest.mark.skipif(not NAMES, reason="no hard deck yet")
 
 
 def _reference(problem, shape, seed=1):
-    module = import_reference(problem)
+    module = import_file(problem.reference)
     set_precision(problem.spec)
     init = init_inputs(module, problem.spec, shape)
     model = construct(module.Model, init, 7, torch.device("cpu")).eval()

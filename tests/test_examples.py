@@ -15,7 +15,7 @@ def solutions():
 def test_the_deck_is_complete():
     assert len(NAMES) >= 6
     languages = set()
-    for name, path, statuses in solutions():
+    for _name, path, _statuses in solutions():
         assert path.exists(), path
         from rooftop.solution.loader import load_solution
         languages.update(lang.value for lang in load_solution(path).languages)

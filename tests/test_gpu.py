@@ -91,7 +91,8 @@ def test_standalone_cuda_with_ctypes():
     v = run("scale", "cuda_ctypes_scale", device="cuda", shapes="all")
     assert v.status.value == "correct", v.messages
     shares = [s.kernel_share for s in v.shapes]
-    assert all(share is not None and share > 0.5 for share in shares), shares  # the solution's own __global__ kernel, found by name in the .cu source
+    # the solution's own __global__ kernel, found by name in the .cu source
+    assert all(share is not None and share > 0.5 for share in shares), shares
 
 
 def test_inline_cuda_compile_error_on_gpu():

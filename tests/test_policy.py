@@ -27,7 +27,8 @@ def test_matmul_operator_is_forbidden_with_matmul():
 
 
 def test_allowed_code_passes():
-    source = "import torch\nimport triton\ny = torch.empty_like(x)\nz = torch.exp(x) / torch.exp(x).sum(-1, keepdim=True)\n"
+    source = ("import torch\nimport triton\ny = torch.empty_like(x)\n"
+              "z = torch.exp(x) / torch.exp(x).sum(-1, keepdim=True)\n")
     assert check_source(source, SOFTMAX) == []
     assert check_source("self.softmax = None\n", SOFTMAX) == []  # an attribute name is not a call
 

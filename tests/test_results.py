@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import FIXTURES
+
 from rooftop.measure.measurement import TimingStats
 from rooftop.store.db import Store
 from rooftop.verdict import Environment, ShapeResult, Status, Summary, Verdict

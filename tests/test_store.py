@@ -3,9 +3,9 @@ import sqlite3
 import pytest
 
 from rooftop.errors import UserError
-from rooftop.verdict import Environment, ShapeResult, Status, Verdict
 from rooftop.measure.measurement import TimingStats
 from rooftop.store.db import Store
+from rooftop.verdict import Environment, ShapeResult, Status, Verdict
 
 
 def verdict(status="correct", reward=0.5) -> Verdict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 import socket
 from importlib import metadata
+from typing import TypedDict
 
 from rooftop.solution.loader import Language, Solution
 from rooftop.verdict import Environment
@@ -34,7 +35,17 @@ def mode_for(device: str, solution: Solution) -> str:
     return "cpu"
 
 
-def collect_environment_basics(device: str) -> dict[str, str | None]:
+class EnvironmentBasics(TypedDict):
+    """The fields a verdict's `Environment` shares with a baseline's `Platform`."""
+
+    device: str
+    device_name: str
+    torch: str
+    triton: str | None
+    cuda: str | None
+
+
+def collect_environment_basics(device: str) -> EnvironmentBasics:
     """The facts a time depends on: device, its name, and the torch, Triton and CUDA versions."""
     import torch
 

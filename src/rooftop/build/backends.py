@@ -11,7 +11,7 @@ import re
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 # what torch's load_inline puts in front of cuda_sources
@@ -24,7 +24,6 @@ class BuildResult:
     cached: bool = False
     seconds: float = 0.0
     log: str = ""
-    artifacts: list[Path] = field(default_factory=list)
 
 
 def nvcc_path() -> str | None:
@@ -60,7 +59,7 @@ def build_standalone(cu_files: list[Path], out_dir: Path, capability: tuple[int,
     started = time.monotonic()
     targets = [out_dir / f"{f.stem}.so" for f in cu_files]
     if all(t.exists() for t in targets):
-        return BuildResult(ok=True, cached=True, artifacts=targets)
+        return BuildResult(ok=True, cached=True)
     nvcc = nvcc_path()
     if nvcc is None:
         return BuildResult(ok=False, log="nvcc was not found (needed for standalone .cu files)")
@@ -74,7 +73,7 @@ def build_standalone(cu_files: list[Path], out_dir: Path, capability: tuple[int,
         if proc.returncode != 0:
             return BuildResult(ok=False, seconds=time.monotonic() - started, log="\n".join(logs))
         tmp.rename(target)  # atomic: a half-written .so is never mistaken for a cached build
-    return BuildResult(ok=True, seconds=time.monotonic() - started, log="\n".join(logs), artifacts=targets)
+    return BuildResult(ok=True, seconds=time.monotonic() - started, log="\n".join(logs))
 
 
 def compile_check_inline(cuda_sources: list[str], out_dir: Path, capability: tuple[int, int] | None,

@@ -69,7 +69,9 @@ def _compare_one(spec: ProblemSpec, out_spec: OutputSpec | None, name: str, ref:
     if cand.device != ref.device:
         return Mismatch(name, f"device {cand.device} != expected {ref.device}")
     if mode is Compare.gather:
-        rule = out_spec.gather  # validated non-None by the spec
+        # the spec requires a gather rule wherever an output is compared by gathering
+        assert out_spec is not None and out_spec.gather is not None
+        rule = out_spec.gather
         source = inputs[rule.input]
         try:
             gathered = torch.gather(source, rule.dim, cand.long())
@@ -116,8 +118,8 @@ def _compare_close(name: str, ref: torch.Tensor, cand: torch.Tensor, tol: Tolera
         flat = int(torch.argmax(excess.flatten()))
         index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), r.shape))
         return Mismatch(name, f"{over} of {r.numel()} elements exceed atol={tol.atol:g} rtol={tol.rtol:g} "
-                        f"(max abs error {max_abs:.3g}, max rel error {max_rel:.3g}); worst at {index}: got {c[index].item():.6g}, "
-                        f"expected {r[index].item():.6g}", **numbers)
+                        f"(max abs error {max_abs:.3g}, max rel error {max_rel:.3g}); "
+                        f"worst at {index}: got {c[index].item():.6g}, expected {r[index].item():.6g}", **numbers)
     if norm_rel is not None and norm_rel > tol.norm_bound:
         return Mismatch(name, f"normwise relative error {norm_rel:.3g} exceeds {tol.norm_bound:g} "
                         f"(elementwise within atol={tol.atol:g}: the output is too small to judge "

@@ -53,7 +53,8 @@ def probe_output(value: Any, count: int = PROBE_SIZE) -> Probe:
         picked = flat.view(torch.uint8)[positions.to(value.device)].view(value.dtype) if numel else flat[:0]
     else:
         picked = flat[positions.to(value.device)] if numel else flat[:0]
-    values = picked.to(torch.float64).cpu().tolist() if not picked.is_complex() else picked.abs().double().cpu().tolist()
+    real = picked.abs().double() if picked.is_complex() else picked.to(torch.float64)  # complex: the modulus
+    values = real.cpu().tolist()
     return Probe(type="Tensor", dtype=dtype_name(value.dtype), shape=list(value.shape), device=str(value.device),
                  positions=positions.tolist(), values=values)
 

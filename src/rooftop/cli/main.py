@@ -30,6 +30,7 @@ from rooftop.cli.results import register as register_results_commands
 from rooftop.errors import UserError
 
 if TYPE_CHECKING:
+    from rooftop.pipeline.job import Settings
     from rooftop.problem.spec import Problem
 
 app = cli_app("rooftop: build, check, time and score GPU kernels against the hardware roof.", no_args_is_help=True)
@@ -53,12 +54,10 @@ def rooftop_command(
     """Options that come before any command; the app's help text is the one shown."""
 
 
-def _settings(device: str, shapes: str, timeout: float | None, seed: int | None, timing: bool, sandbox: str,
-              graphs: bool = False):
+def _settings(device: Device, shapes: str, timeout: float | None, seed: int | None, timing: bool, sandbox: Sandbox,
+              graphs: bool = False) -> Settings:
     from rooftop.pipeline.job import Settings
 
-    # the parser hands enum members; the settings document holds their plain values
-    device, sandbox = Device(device).value, Sandbox(sandbox).value
     if not shapes.strip(" ,"):
         raise UserError(f"--shapes: expected a group ({', '.join(SHAPE_GROUPS)}) or shape names (got '{shapes}')")
     if device == "cuda":
@@ -81,12 +80,12 @@ def eval_command(
     problem: Annotated[str, typer.Argument(
         metavar="PROBLEM", help="problem folder, KernelBench-style .py file, or bundled '<deck>/<name>'")],
     solution: Annotated[Path, typer.Argument(metavar="SOLUTION", help="solution .py file or folder with solution.py")],
-    device: DeviceOpt = "auto",
+    device: DeviceOpt = Device.auto,
     shapes: ShapesOpt = "auto",
     timeout: TimeoutOpt = None,
     seed: Annotated[int | None, typer.Option("--seed", metavar="N", help="base seed for reproducible inputs")] = None,
     timing: Annotated[bool, typer.Option("--timing/--no-timing", help="time correct solutions")] = True,
-    sandbox: SandboxOpt = "auto",
+    sandbox: SandboxOpt = Sandbox.auto,
     graphs: GraphsOpt = False,
     json_output: JsonOpt = False,
     db: DbOpt = Path("rooftop.db"),
@@ -135,10 +134,10 @@ def _check_inputs(problem: str, solution: Path) -> None:
 def demo_command(
     deck: Annotated[str, typer.Option("--deck", metavar="DECK",
                                       help="bundled deck whose solutions to evaluate")] = "examples",
-    device: DeviceOpt = "auto",
+    device: DeviceOpt = Device.auto,
     shapes: ShapesOpt = "auto",
     timeout: TimeoutOpt = None,
-    sandbox: SandboxOpt = "auto",
+    sandbox: SandboxOpt = Sandbox.auto,
     json_output: JsonOpt = False,
     db: DbOpt = Path("rooftop.db"),
 ) -> None:
@@ -158,9 +157,9 @@ def demo_command(
     jobs = []
     for name in names:
         problem = resolve(name)
-        expected = expected_statuses(problem)
+        statuses = expected_statuses(problem)
         for entry in _solution_entries(problem.root / "solutions"):
-            jobs.append((problem, entry, expected.get(entry.name)))
+            jobs.append((problem, entry, statuses.get(entry.name)))
     store = Store(db)
     store.start_run()
     rows = []
@@ -180,8 +179,8 @@ def demo_command(
     out.print(f"{len(rows)} verdicts on {dev}, recorded in {db}"
               + (f"; [bold red]{len(mismatched)} differ from the expected status[/bold red]" if mismatched else
                  "; every status is the expected one"))
-    for problem, name, verdict, _ in mismatched:
-        out.print(f"[red]{problem}/{name}[/red]: {verdict.status.value}: {' | '.join(verdict.messages)[:400]}")
+    for problem_name, name, verdict, _ in mismatched:
+        out.print(f"[red]{problem_name}/{name}[/red]: {verdict.status.value}: {' | '.join(verdict.messages)[:400]}")
 
 
 def _solution_entries(folder: Path) -> list[Path]:
@@ -261,19 +260,27 @@ def main() -> None:
         code = app(prog_name="rooftop", standalone_mode=False)
     except Exception as exc:
         # our input errors, and the argument parser's usage errors (exit code 2): one line, no traceback
-        usage = getattr(exc, "exit_code", None) == 2 and hasattr(exc, "format_message")
-        if not (isinstance(exc, UserError) or usage):
+        usage = _usage_message(exc)
+        if not (isinstance(exc, UserError) or usage is not None):
             if type(exc).__name__ == "Abort":
                 sys.exit(130)
             raise
         if type(exc).__name__ == "NoArgsIsHelpError":  # bare `rooftop`: its "message" is the help
-            sys.stdout.write(exc.format_message() + "\n")
+            sys.stdout.write(f"{usage}\n")
             sys.exit(2)
-        message = " ".join((exc.format_message() if usage else str(exc)).split())
+        message = " ".join((usage if usage is not None else str(exc)).split())
         if message:  # empty when a rich-mode sub-app printed its help screen instead
             _report_user_error(message)
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _usage_message(exc: Exception) -> str | None:
+    """The parser's message when `exc` is one of its usage errors (exit code 2), else None."""
+    format_message = getattr(exc, "format_message", None)
+    if getattr(exc, "exit_code", None) == 2 and callable(format_message):
+        return str(format_message())
+    return None
 
 
 def _report_user_error(message: str) -> None:

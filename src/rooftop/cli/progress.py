@@ -17,8 +17,9 @@ from rooftop.pipeline.events import Event, EventSink, GateFinished, GateStarted,
 class EventDisplay:
     """One sink for the events of a run of one or more evaluations."""
 
-    def __init__(self, console: Console, live: bool, total: int | None = None) -> None:
+    def __init__(self, console: Console, live: bool, total: int | None = None, silent: bool = False) -> None:
         self.console, self.live = console, live
+        self.silent = silent  # shows nothing: with --json the output is the document alone
         self.label = ""
         self._bar = progress_bar(live)
         self._task: TaskID = self._bar.add_task("rooftop", total=total)
@@ -34,6 +35,8 @@ class EventDisplay:
         self._bar.advance(self._task)
 
     def show(self, event: Event) -> None:
+        if self.silent:
+            return
         if isinstance(event, GateStarted):
             self._shapes = event.shapes
             self._now(f"{event.gate.value}", self._limit(event))
@@ -64,8 +67,6 @@ class EventDisplay:
 def event_display(enabled: bool, total: int | None = None) -> Iterator[EventDisplay]:
     """A live display on a terminal's stderr, plain lines when stderr is piped, nothing when off."""
     live = enabled and sys.stderr.isatty()
-    display = EventDisplay(err, live, total)
-    if not enabled:
-        display.show = lambda _event: None  # type: ignore[method-assign]  # silenced: --json
+    display = EventDisplay(err, live, total, silent=not enabled)
     with display._bar:
         yield display

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from rooftop.store.db import EvaluationRow, Store
     from rooftop.verdict import Status
 
-ReadDbOpt = Annotated[Path, typer.Option("--db", metavar="PATH", help="SQLite results database to read (never created)")]
+ReadDbOpt = Annotated[Path, typer.Option("--db", metavar="PATH",
+                                         help="SQLite results database to read (never created)")]
 
 results_app = cli_app("List past evaluations from the results database, or show one.")
 

@@ -73,7 +73,8 @@ class _Client:
             if ctypes.c_uint32.from_address(at).value != CONCURRENT_KERNEL:
                 continue
             name = ctypes.c_char_p.from_address(at + NAME).value or b""
-            self.records.append(KernelRecord(name.decode(errors="replace"), ctypes.c_uint64.from_address(at + START).value,
+            self.records.append(KernelRecord(name.decode(errors="replace"),
+                                             ctypes.c_uint64.from_address(at + START).value,
                                              ctypes.c_uint64.from_address(at + END).value,
                                              ctypes.c_uint32.from_address(at + STREAM).value))
         self._buffers.pop(buffer, None)

@@ -174,12 +174,13 @@ def denial(exc: BaseException) -> str | None:
 
     if os.environ.get("ROOFTOP_SANDBOX") != SandboxKind.bwrap.value:
         return None
+    link: BaseException | None = exc  # then its cause or context; bounded, as a chain can loop
     seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, socket.gaierror):
+    while link is not None and seen < 10:
+        if isinstance(link, socket.gaierror):
             return "network access (name resolution) is not available in the sandbox"
-        if isinstance(exc, OSError):
-            code, name = exc.errno, getattr(exc, "filename", None)
+        if isinstance(link, OSError):
+            code, name = link.errno, getattr(link, "filename", None)
             if code in (errno.ENETUNREACH, errno.ENETDOWN, errno.EHOSTUNREACH, errno.EADDRNOTAVAIL,
                         errno.ECONNREFUSED):
                 return "network access is not available in the sandbox"
@@ -189,7 +190,7 @@ def denial(exc: BaseException) -> str | None:
                 return f"access to {name or 'a resource'} is not allowed"
             if code == errno.ENOENT and name and os.path.isabs(str(name)) and not _inside_allowed(str(name)):
                 return f"{name} is outside the sandbox (results, other solutions and problem data are not visible)"
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+        link, seen = link.__cause__ or link.__context__, seen + 1
     return None
 
 

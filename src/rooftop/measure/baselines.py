@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,7 +24,7 @@ from rooftop.check.inputs import device_memory
 from rooftop.measure.clocks import SmClock
 from rooftop.measure.loop import measure
 from rooftop.measure.measurement import TimingStats
-from rooftop.measure.references import KINDS  # noqa: E402
+from rooftop.measure.references import KINDS
 from rooftop.measure.stopping import TimingPolicy
 from rooftop.measure.timer import clock_for
 from rooftop.problem.instance import ProblemInstance, construct, import_file
@@ -110,13 +111,9 @@ def time_baselines(problem: Problem, shapes: list[Shape], device: str, kinds: tu
     seeds = random.Random(20261121)
     records = []
     for shape in shapes:
-        # once per shape: the eager model, and the answer every kind must reproduce before it is timed
+        reference: _ShapeReference | None = None
         try:
-            init = instance.init_inputs(shape)
-            eager = instance.model(shape)
-            check_inputs = instance.inputs(shape, 12345)
-            with torch.no_grad():
-                expected = eager(*clone(check_inputs))
+            reference = _ShapeReference.build(instance, shape)
             failed = ""
         except Exception as exc:
             failed = f"the reference failed: {_describe(exc)}"
@@ -128,16 +125,16 @@ def time_baselines(problem: Problem, shapes: list[Shape], device: str, kinds: tu
                                     mode=mode if kind == "compile" else "", graphs=graphs)
             if progress:
                 progress(f"{problem.name} {shape.name}: {kind}")
-            skip = problem.spec.skip_baselines.get(kind)
-            if failed or skip:
+            skip = _skip_reason(problem, kind)
+            if reference is None or skip:
                 record.error = failed or f"not measured for this problem: {skip}"
                 records.append(record)
                 continue
             try:
-                fn = _build(kind, eager, init, sota, dev, mode)
-                record.error = _check(problem, fn, check_inputs, expected)
+                fn = _build(kind, reference.eager, reference.init, sota, dev, mode)
+                record.error = _check(problem, fn, reference.check_inputs, reference.expected)
                 if not record.error:
-                    def fresh() -> list[Any]:
+                    def fresh(shape: Shape = shape) -> list[Any]:
                         return instance.inputs(shape, seeds.randrange(2**31 - 1))
 
                     record.stats = measure(fn, fresh, policy, clock, sm_clock, graph=graphs and dev.type == "cuda",
@@ -147,11 +144,36 @@ def time_baselines(problem: Problem, shapes: list[Shape], device: str, kinds: tu
             except Exception as exc:
                 record.error = _describe(exc)
             records.append(record)
-        eager = expected = check_inputs = None  # freed before the next shape's model is built
+        reference = None  # freed before the next shape's model is built
         instance.release()
         if dev.type == "cuda":
             torch.cuda.empty_cache()
     return records
+
+
+@dataclass
+class _ShapeReference:
+    """One shape's eager model, and the answer every kind must reproduce before it is timed."""
+
+    init: list[Any]
+    eager: Any
+    check_inputs: list[Any]
+    expected: Any
+
+    @classmethod
+    def build(cls, instance: ProblemInstance, shape: Shape) -> _ShapeReference:
+        init = instance.init_inputs(shape)
+        eager = instance.model(shape)
+        check_inputs = instance.inputs(shape, 12345)
+        with torch.no_grad():
+            expected = eager(*clone(check_inputs))
+        return cls(init, eager, check_inputs, expected)
+
+
+def _skip_reason(problem: Problem, kind: str) -> str | None:
+    """Why the problem's spec says not to time `kind`, if it does."""
+    reasons: dict[str, str] = {str(k): why for k, why in problem.spec.skip_baselines.items()}
+    return reasons.get(kind)
 
 
 def _describe(exc: Exception) -> str:

@@ -83,32 +83,32 @@ class TimingStats(BaseModel):
     low_clock_dropped: int = 0
     wall_seconds: float | None = None
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects any decorator over a @property
     @property
     def n(self) -> int:
         return len(self.samples)
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects any decorator over a @property
     @property
     def median(self) -> float:
         return statistics.median(self.samples) if self.samples else float("nan")
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects any decorator over a @property
     @property
     def mean(self) -> float:
         return statistics.fmean(self.samples) if self.samples else float("nan")
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects any decorator over a @property
     @property
     def min(self) -> float:
         return min(self.samples) if self.samples else float("nan")
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects any decorator over a @property
     @property
     def max(self) -> float:
         return max(self.samples) if self.samples else float("nan")
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects any decorator over a @property
     @property
     def iqr(self) -> float:
         if len(self.samples) < 2:
@@ -116,28 +116,28 @@ class TimingStats(BaseModel):
         q1, _, q3 = statistics.quantiles(self.samples, n=4, method="inclusive")
         return q3 - q1
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects any decorator over a @property
     @property
     def ci_low(self) -> float:
         """Lower end of the median's 95 % distribution-free confidence interval."""
         return median_interval(sorted(self.samples))[0]
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects any decorator over a @property
     @property
     def ci_high(self) -> float:
         return median_interval(sorted(self.samples))[1]
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects any decorator over a @property
     @property
     def clock_min_mhz(self) -> float | None:
         return min(self.sm_clock_mhz) if self.sm_clock_mhz else None
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects any decorator over a @property
     @property
     def clock_median_mhz(self) -> float | None:
         return statistics.median(self.sm_clock_mhz) if self.sm_clock_mhz else None
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects any decorator over a @property
     @property
     def rse(self) -> float | None:
         """The median's relative standard error (None below 6 samples)."""

@@ -66,4 +66,6 @@ class ChannelReader:
             message = json.loads(line)
         except (json.JSONDecodeError, UnicodeDecodeError):
             return {"type": "garbled", "text": line[:200].decode(errors="replace")}
-        return message if isinstance(message, dict) else {"type": "garbled", "text": line[:200].decode(errors="replace")}
+        if isinstance(message, dict):
+            return message
+        return {"type": "garbled", "text": line[:200].decode(errors="replace")}

@@ -38,8 +38,8 @@ from rooftop.pipeline.protocol import (
     LoadReply,
     LoadRequest,
     QuitRequest,
+    Request,
     _Reply,
-    _Request,
 )
 from rooftop.verdict import Gate, GateFailed, Status
 
@@ -77,8 +77,8 @@ class Harness:
         self.instance: Any = None  # ProblemInstance, made at load
         self.runner: Any = None  # CallRunner, made at load
 
-    def handle(self, request: _Request) -> _Reply:
-        op = request.op  # type: ignore[attr-defined]
+    def handle(self, request: Request) -> _Reply:
+        op = request.op
         try:
             reply = HANDLERS[op](self, request)
         except GateFailed as failed:

@@ -17,7 +17,7 @@ from rooftop.environment import parent_environment
 from rooftop.errors import UserError
 from rooftop.pipeline.context import Evaluation, RunState, Seeds
 from rooftop.pipeline.events import EvaluationFinished, EvaluationStarted, EventSink, ignore
-from rooftop.pipeline.job import EvalJob, Settings, ShapeGroup
+from rooftop.pipeline.job import DeviceChoice, DeviceType, EvalJob, Settings, ShapeGroup
 from rooftop.pipeline.runner import GateRunner
 from rooftop.problem.spec import Problem, Shape, Split
 from rooftop.solution.loader import Solution
@@ -26,9 +26,13 @@ from rooftop.verdict import ShapeResult, Status, Verdict
 SHAPE_GROUPS = tuple(g.value for g in ShapeGroup)
 
 
-def resolve_device(choice: str) -> str:
-    if choice != "auto":
-        return str(choice)
+def resolve_device(choice: str) -> DeviceType:
+    """The device type a choice (auto, cpu, cuda) runs on: auto is cuda when torch sees a GPU."""
+    chosen = DeviceChoice(choice)
+    if chosen is DeviceChoice.cpu:
+        return "cpu"
+    if chosen is DeviceChoice.cuda:
+        return "cuda"
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
@@ -77,7 +81,7 @@ def evaluate(problem: Problem, solution: Solution, settings: Settings | None = N
     return verdict
 
 
-def _prepare(problem: Problem, solution: Solution, settings: Settings, device: str, which: str,
+def _prepare(problem: Problem, solution: Solution, settings: Settings, device: DeviceType, which: str,
              shapes: list[Shape], events: EventSink, cancel: threading.Event | None) -> Evaluation:
     verdict = Verdict(status=Status.internal_error, reward=None, problem=problem.name,
                       problem_version=problem.spec.version, solution=str(solution.path),
@@ -91,7 +95,8 @@ def _prepare(problem: Problem, solution: Solution, settings: Settings, device: s
                       job=make_job(problem, solution, settings, device, shapes), seeds=Seeds(settings.seed))
 
 
-def make_job(problem: Problem, solution: Solution, settings: Settings, device: str, shapes: list[Shape]) -> EvalJob:
+def make_job(problem: Problem, solution: Solution, settings: Settings, device: DeviceType,
+             shapes: list[Shape]) -> EvalJob:
     """What the child is told. Held-out shapes the child does not run are not in its copy of the
     spec: a visible-shapes evaluation leaks none of them (a problem needs at least one shape, so
     one without visible shapes keeps its list on smoke runs)."""

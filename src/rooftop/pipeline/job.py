@@ -21,6 +21,10 @@ class DeviceChoice(StrEnum):
     cuda = "cuda"
 
 
+# the device type an evaluation runs on, once auto is resolved
+DeviceType = Literal["cpu", "cuda"]
+
+
 class SandboxChoice(StrEnum):
     """How the child is isolated: auto is bwrap when installed, else none with a warning."""
 
@@ -56,7 +60,8 @@ class Settings(BaseModel):
     timing_policy: TimingPolicy | None = None  # None: TimingPolicy.for_device(device)
     reward_fn: str = "default"
     sandbox: SandboxChoice = SandboxChoice.auto
-    checks: bool = True  # integrity checks (output probes, audits, fresh inputs per call); off only to measure their cost
+    # integrity checks (output probes, audits, fresh inputs per call); off only to measure their cost
+    checks: bool = True
     graphs: bool = False  # GPU: time candidate and reference as CUDA-graph replays (launch-bound shapes)
     profile: bool = True  # GPU: one profiled call (kernel share, streams; forced when the problem sets a minimum share)
 
@@ -67,7 +72,7 @@ class EvalJob(BaseModel):
 
     problem: Problem
     solution: Solution
-    device: Literal["cpu", "cuda"]
+    device: DeviceType
     shapes: list[Shape]
     weights_seed: int
     cache_root: Path  # the child keys its build folder by source hash and its own platform

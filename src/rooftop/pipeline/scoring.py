@@ -6,6 +6,7 @@ Runs on the trusted side from raw samples; the candidate never computes its own 
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from rooftop.measure.measurement import ratio_interval
 from rooftop.problem.spec import Problem
@@ -13,6 +14,9 @@ from rooftop.score.aggregate import geomean
 from rooftop.score.hardware import lookup
 from rooftop.score.roofline import implausible, roofline_fraction
 from rooftop.verdict import Summary, Verdict
+
+if TYPE_CHECKING:
+    from rooftop.store.db import Store
 
 
 def score(verdict: Verdict, problem: Problem, timed: bool) -> tuple[str, list[str]]:
@@ -52,18 +56,20 @@ def score(verdict: Verdict, problem: Problem, timed: bool) -> tuple[str, list[st
 
 
 def summarize(verdict: Verdict) -> None:
-    """Geometric means over shapes; a reference counts only when every timed shape has its figure."""
-    timed = [r for r in verdict.shapes if r.candidate is not None]
+    """Geometric means over shapes; a reference counts only when every timed shape has its figure.
+    A shape timed on a shared CPU (flag `contention`) is left out: its speedup measured a neighbour."""
+    trusted = [r for r in verdict.shapes if "contention" not in r.flags]
+    timed = [r for r in trusted if r.candidate is not None]
     kinds = sorted({k for r in timed for k in r.speedups})
     verdict.summary = Summary(
         shapes=len(verdict.shapes),
         correct_shapes=sum(1 for r in verdict.shapes if r.correct),
-        geomean_speedup=geomean(r.speedup for r in verdict.shapes),
+        geomean_speedup=geomean(r.speedup for r in trusted),
         geomean_speedups={k: g for k in kinds if all(k in r.speedups for r in timed)
                           and (g := geomean(r.speedups[k] for r in timed)) is not None},
-        geomean_roofline=geomean(r.roofline_fraction for r in verdict.shapes),
-        geomean_tflops=geomean(r.tflops for r in verdict.shapes),
-        geomean_gbps=geomean(r.gbps for r in verdict.shapes),
+        geomean_roofline=geomean(r.roofline_fraction for r in trusted),
+        geomean_tflops=geomean(r.tflops for r in trusted),
+        geomean_gbps=geomean(r.gbps for r in trusted),
     )
 
 
@@ -93,7 +99,7 @@ def apply_baselines(verdict: Verdict, records: list) -> None:
     summarize(verdict)
 
 
-def attach_stored_baselines(verdict: Verdict, store: object) -> int:
+def attach_stored_baselines(verdict: Verdict, store: Store) -> int:
     """Look up the stored baselines for the verdict's platform and problem version and apply them;
     returns how many records applied (0: none stored, `rooftop baselines` makes them)."""
     from rooftop.measure.baselines import Platform
@@ -103,6 +109,6 @@ def attach_stored_baselines(verdict: Verdict, store: object) -> int:
         return 0
     platform = Platform(device=env.device, device_name=env.device_name, torch=env.torch, triton=env.triton,
                         cuda=env.cuda)
-    records = store.baselines(platform, verdict.problem, verdict.problem_version, verdict.graphs)  # type: ignore[attr-defined]
+    records = store.baselines(platform, verdict.problem, verdict.problem_version, verdict.graphs)
     apply_baselines(verdict, records)
     return len(records)

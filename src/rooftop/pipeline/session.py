@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from rooftop.integrity.sandbox import SandboxPlan
 from rooftop.pipeline.channel import ChannelReader
-from rooftop.pipeline.protocol import REPLIES, Hello, QuitRequest, _Reply, _Request
+from rooftop.pipeline.protocol import REPLIES, Hello, QuitRequest, Request, _Reply
 from rooftop.verdict import GateFailed, Status
 
 R = TypeVar("R", bound=_Reply)
@@ -58,10 +58,10 @@ class ChildSession:
             raise GateFailed(Status.rejected, f"expected the child's greeting, got {_short(message)}", lost="protocol")
         self._greeted = True
 
-    def request(self, request: _Request, expect: type[R], deadline: float) -> tuple[R, float]:
+    def request(self, request: Request, expect: type[R], deadline: float) -> tuple[R, float]:
         """Send one request; its validated reply and the trusted wall time the round trip took."""
         self.hello(deadline)
-        op = request.op  # type: ignore[attr-defined]  # every request model has its literal op
+        op = request.op
         request.id = secrets.token_hex(8)
         started = time.perf_counter()
         try:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rooftop.build.cache import source_dir
 from rooftop.integrity.sandbox import plan
+from rooftop.measure.contention import cpu_threads, thread_env
 from rooftop.pipeline.context import Evaluation
 from rooftop.pipeline.job import EvalJob
 from rooftop.pipeline.session import ChildSession
@@ -25,9 +26,9 @@ def child_env(job: EvalJob) -> dict[str, str]:
     if job.device == "cpu":
         env["TRITON_INTERPRET"] = "1"
         env["CUDA_VISIBLE_DEVICES"] = ""
-        # the two processes take turns on the same cores: idle OpenMP workers must sleep, not spin
-        # through the other side's call (which made CPU times several times too slow)
-        env["OMP_WAIT_POLICY"] = "PASSIVE"
+        # both sides time with the same fixed thread count; idle OpenMP workers sleep rather than
+        # spin through the other side's call (which made CPU times several times too slow)
+        env.update(thread_env(cpu_threads()))
     return env
 
 

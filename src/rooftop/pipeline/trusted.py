@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from rooftop.check.inputs import InputPool, device_memory
+from rooftop.measure.contention import cpu_threads, pin_threads
 from rooftop.measure.graphs import GraphCache
 from rooftop.measure.timer import Clock, clock_for
 from rooftop.problem.instance import ProblemInstance, blame_reference
@@ -28,6 +29,11 @@ class TrustedReference:
         self._graphs = GraphCache()
         self._clock: Clock | None = None
         self._call_seconds: dict[str, float] = {}
+        # a CPU timing gives both sides the same fixed thread count (the child gets it from its
+        # environment); this process's own count comes back at release
+        self._threads = torch.get_num_threads()
+        if self.device.type == "cpu":
+            pin_threads(cpu_threads())
 
     def call_seconds(self, shape: Shape) -> float:
         """Wall seconds of one untimed reference call of this shape (model built first): what the
@@ -76,6 +82,7 @@ class TrustedReference:
         return box["out"], seconds
 
     def release(self) -> None:
+        torch.set_num_threads(self._threads)
         self.instance.release()
         self._pool.clear()
         self._graphs.clear()

@@ -1,7 +1,6 @@
 """Canonical dtype names and the default tolerances for each.
 
-Kept free of torch so that specs load and validate quickly; `torch_dtype` does the mapping when
-tensors are involved.
+Kept free of torch so that specs load and validate quickly.
 """
 
 from __future__ import annotations
@@ -50,15 +49,6 @@ def canonical(name: Any) -> str:
 
 def is_integer(name: str) -> bool:
     return canonical(name) not in DEFAULT_TOLERANCE
-
-
-def torch_dtype(name: str) -> Any:
-    """The torch dtype for a canonical name (tf32 computes in float32; int4 is packed)."""
-    import torch
-
-    name = canonical(name)
-    special = {"tfloat32": torch.float32, "int4": torch.int8}
-    return special.get(name) or getattr(torch, name)
 
 
 def from_torch(dtype: Any) -> str:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import ast
 import math
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-_BINARY = {
+_BINARY: dict[type[ast.operator], Callable[[float, float], float]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
@@ -20,8 +20,8 @@ _BINARY = {
     ast.Mod: operator.mod,
     ast.Pow: operator.pow,
 }
-_UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
-_FUNCTIONS = {
+_UNARY: dict[type[ast.unaryop], Callable[[float], float]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_FUNCTIONS: dict[str, Callable[..., float]] = {
     "min": min,
     "max": max,
     "ceil": math.ceil,
@@ -72,7 +72,7 @@ def evaluate(source: str, params: Mapping[str, float]) -> float:
 
 
 def _eval(node: ast.AST, params: Mapping[str, float]) -> float:
-    if isinstance(node, ast.Constant):
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):  # parse() admits no other
         return node.value
     if isinstance(node, ast.Name):
         if node.id not in params:
@@ -82,6 +82,6 @@ def _eval(node: ast.AST, params: Mapping[str, float]) -> float:
         return _BINARY[type(node.op)](_eval(node.left, params), _eval(node.right, params))
     if isinstance(node, ast.UnaryOp):
         return _UNARY[type(node.op)](_eval(node.operand, params))
-    if isinstance(node, ast.Call):
-        return _FUNCTIONS[node.func.id](*(_eval(a, params) for a in node.args))  # type: ignore[union-attr]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):  # parse() admits no other callee
+        return _FUNCTIONS[node.func.id](*(_eval(a, params) for a in node.args))
     raise ExprError(f"'{ast.unparse(node)}' is not allowed")

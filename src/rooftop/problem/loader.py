@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -12,7 +13,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from rooftop.errors import SpecError
-from rooftop.problem.spec import Problem, ProblemSpec
+from rooftop.problem.spec import ParamValue, Problem, ProblemSpec, Shape
 
 REQUIRED_FUNCTIONS = ("get_inputs", "get_init_inputs")
 MAX_REPORTED_ERRORS = 8  # one line on a terminal stays readable; the rest are counted
@@ -112,16 +113,16 @@ def _once(described: list[tuple[str, str]], message: str) -> list[tuple[str, str
     return out
 
 
-def _merge_union_branches(errors: list[dict]) -> list[dict]:
+def _merge_union_branches(errors: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One error per value that fits no member of a union (`int | float | bool | str`), where
     pydantic reports one per member, each under the member's name."""
-    merged: list[dict] = []
-    by_loc: dict[tuple, dict] = {}
+    merged: list[dict[str, Any]] = []
+    by_loc: dict[tuple, dict[str, Any]] = {}
     for error in errors:
         loc = error["loc"]
         member = loc[-1] if loc and _is_union_at(loc[:-1]) else None
         if member is None:
-            merged.append(error)
+            merged.append(dict(error))
             continue
         if loc[:-1] in by_loc:
             by_loc[loc[:-1]]["members"].append(str(member))
@@ -190,7 +191,7 @@ def _raw_keys(raw: object, loc: tuple) -> set[str]:
     """Keys the user wrote at `loc` (best effort: validators may have renamed them)."""
     for part in loc:
         try:
-            raw = raw[part]  # type: ignore[index]
+            raw = raw[part] if isinstance(raw, (dict, list)) else None  # nothing else holds keys
         except (KeyError, IndexError, TypeError):
             return set()
     return {str(k) for k in raw} if isinstance(raw, dict) else set()
@@ -222,7 +223,7 @@ def _check_reference(path: Path, kernelbench: bool) -> ast.Module:
 def _load_kernelbench_file(path: Path) -> Problem:
     """A single file with Model, zero-argument get_inputs/get_init_inputs and shape constants."""
     tree = _check_reference(path, kernelbench=True)
-    constants = {}
+    constants: dict[str, ParamValue] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             value = node.value
@@ -234,6 +235,6 @@ def _load_kernelbench_file(path: Path) -> Problem:
     spec = ProblemSpec(
         name="".join(c if c.isalnum() or c in "_.-" else "_" for c in name),
         title=name, description=doc, version=1, dtype="float32", regime="compute",
-        shapes=[{"name": "default", "params": constants}], kernelbench=True,
+        shapes=[Shape(name="default", params=constants)], kernelbench=True,
     )
     return Problem(spec=spec, root=path.parent.resolve(), reference=path.resolve())

@@ -33,7 +33,11 @@ def resolve(name_or_path: str) -> Problem:
     """A path that exists wins; otherwise a bundled '<deck>/<problem>' name."""
     path = Path(name_or_path)
     if path.exists():
-        return load_problem(path)
+        # a bundled problem reached by its path keeps its bundled name (and so its stored baselines)
+        folder = (path if path.is_dir() else path.parent).resolve()
+        root = problems_root().resolve()
+        inside = folder.parent.parent == root and (folder / "problem.yaml").is_file()
+        return load_problem(path, bundled_name=f"{folder.parent.name}/{folder.name}" if inside else None)
     candidate = problems_root() / name_or_path
     if name_or_path.count("/") == 1 and (candidate / "problem.yaml").is_file():
         return load_problem(candidate, bundled_name=name_or_path)

@@ -48,7 +48,7 @@ class Tolerance(Strict):
         return self.rtol if self.norm is None else self.norm
 
     @classmethod
-    def default_for(cls, dtype: str) -> "Tolerance | None":
+    def default_for(cls, dtype: str) -> Tolerance | None:
         """Default for a canonical dtype; None for integer types (compared exactly)."""
         if dtypes.is_integer(dtype):
             return None
@@ -76,7 +76,7 @@ class OutputSpec(Strict):
     tolerance: Tolerance | None = None
 
     @model_validator(mode="after")
-    def _gather_needs_rule(self) -> "OutputSpec":
+    def _gather_needs_rule(self) -> OutputSpec:
         if self.compare is Compare.gather and self.gather is None:
             raise ValueError("compare: gather needs a 'gather' block (input, dim, values_output)")
         return self
@@ -146,7 +146,7 @@ class ProblemSpec(Strict):
         return value
 
     @model_validator(mode="after")
-    def _consistent(self) -> "ProblemSpec":
+    def _consistent(self) -> ProblemSpec:
         dead = [k for k in self.tolerance if k != self.dtype]
         if dead:  # an override that never applies is worse than none: it reads as if it did
             raise ValueError(f"tolerance: the override for {', '.join(dead)} never applies; the tolerance is "

@@ -188,9 +188,15 @@ def _parameters(fn: Callable[..., Any]) -> str:
         params = inspect.signature(fn).parameters.values()
     except ValueError:
         return "unknown arguments"
-    prefix = {inspect.Parameter.VAR_POSITIONAL: "*", inspect.Parameter.VAR_KEYWORD: "**"}
-    names = [prefix.get(p.kind, "") + p.name for p in params]
+    names = [_stars(p) + p.name for p in params]
     return ", ".join(names) if names else "no arguments"
+
+
+def _stars(parameter: inspect.Parameter) -> str:
+    """The `*` or `**` a signature writes before a variadic parameter."""
+    if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+        return "*"
+    return "**" if parameter.kind is inspect.Parameter.VAR_KEYWORD else ""
 
 
 def _error(problem: Problem, function: str, shape: Shape, what: str) -> SpecError:

@@ -79,9 +79,15 @@ def _matmul(dtype: str, n: int, device: torch.device) -> tuple[Callable[..., Any
         return scaled, [fa, fb]
     if dtype == "int8":
         ia = torch.randint(-64, 64, (n, n), device=device, dtype=torch.int8)
-        ib = torch.randint(-64, 64, (n, n), device=device, dtype=torch.int8).t().contiguous().t()  # column-major: the IMMA path
+        # column-major: the IMMA path
+        ib = torch.randint(-64, 64, (n, n), device=device, dtype=torch.int8).t().contiguous().t()
         return torch._int_mm, [ia, ib]
     raise ValueError(dtype)
+
+
+def _same(operands: list[Any]) -> Callable[[], list[Any]]:
+    """Inputs for every timed call: the same operands (a library matmul keeps nothing between calls)."""
+    return lambda: operands
 
 
 def calibrate(device: str = "cuda", dtypes: tuple[str, ...] = ("float32", "tfloat32", "bfloat16", "float16",
@@ -115,7 +121,7 @@ def calibrate(device: str = "cuda", dtypes: tuple[str, ...] = ("float32", "tfloa
                 try:
                     torch.backends.cuda.matmul.allow_tf32 = dtype == "tfloat32"
                     fn, operands = _matmul(dtype, MATMUL_SIZE, dev)
-                    stats = measure(fn, lambda: operands, POLICY, clock, sm_clock)
+                    stats = measure(fn, _same(operands), POLICY, clock, sm_clock)
                     ceiling.median_seconds, ceiling.rse = stats.median, stats.rse
                     ceiling.clock_median_mhz = stats.clock_median_mhz
                     ceiling.measured = 2 * MATMUL_SIZE**3 / stats.median / 1e12

@@ -118,10 +118,10 @@ def _inline_sources(tree: ast.Module) -> InlineSources | None:
         kwargs = {k.arg: k.value for k in call.keywords if k.arg}
         positional = dict(zip(("name", "cpp_sources", "cuda_sources"), call.args))
         for key, target in (("cuda_sources", out.cuda), ("cpp_sources", out.cpp)):
-            node = kwargs.get(key, positional.get(key))
-            if node is None:
+            argument = kwargs.get(key, positional.get(key))
+            if argument is None:
                 continue
-            strings = _strings(node, constants)
+            strings = _strings(argument, constants)
             if strings is None:
                 out.resolved = False
             else:
@@ -138,7 +138,12 @@ def _strings(node: ast.expr, constants: dict[str, ast.expr], depth: int = 0) -> 
         return _strings(constants[node.id], constants, depth + 1)
     if isinstance(node, (ast.List, ast.Tuple)):
         parts = [_strings(e, constants, depth + 1) for e in node.elts]
-        return None if any(p is None for p in parts) else [s for p in parts for s in p]  # type: ignore[union-attr]
+        strings: list[str] = []
+        for part in parts:
+            if part is None:
+                return None
+            strings.extend(part)
+        return strings
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         left, right = _strings(node.left, constants, depth + 1), _strings(node.right, constants, depth + 1)
         if left and right and len(left) == len(right) == 1:

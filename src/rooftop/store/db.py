@@ -12,7 +12,7 @@ import os
 import platform
 import sqlite3
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -157,6 +157,7 @@ class Store:
             (_now(), command or " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
              platform.node() or os.uname().nodename, rooftop_version()))
         self._db.commit()
+        assert cur.lastrowid is not None  # set by every INSERT
         self._run_id = int(cur.lastrowid)
         return self._run_id
 
@@ -176,6 +177,7 @@ class Store:
                  env.device if env else None, env.device_name if env else None, env.mode if env else None,
                  verdict.shapes_selected, verdict.summary.geomean_speedup, verdict.summary.geomean_roofline,
                  verdict.wall_seconds, verdict.model_dump_json()))
+            assert cur.lastrowid is not None
             evaluation_id = int(cur.lastrowid)
             self._db.executemany(
                 """INSERT INTO shape_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
@@ -187,7 +189,7 @@ class Store:
         return evaluation_id
 
     def verdicts(self, problem: str | None = None) -> list[Verdict]:
-        query, args = "SELECT verdict_json FROM evaluations", ()
+        query, args = "SELECT verdict_json FROM evaluations", tuple[str, ...]()
         if problem:
             query, args = query + " WHERE problem = ?", (problem,)
         return [Verdict.model_validate(json.loads(row[0])) for row in self._db.execute(query + " ORDER BY id", args)]
@@ -220,7 +222,7 @@ class Store:
         return Verdict.model_validate_json(row[0]) if row else None
 
     # -- baselines: newest record wins ---------------------------------------------------------
-    def save_baselines(self, records: list["BaselineRecord"]) -> None:
+    def save_baselines(self, records: list[BaselineRecord]) -> None:
         with self._db:
             self._db.executemany(
                 """INSERT INTO baselines (created_at, device, device_name, torch, triton, cuda, problem,
@@ -231,7 +233,8 @@ class Store:
                   int(r.graphs), r.stats.median if r.stats else None, r.error, r.model_dump_json())
                  for r in records])
 
-    def baselines(self, platform: "Platform", problem: str, version: int, graphs: bool = False) -> list["BaselineRecord"]:
+    def baselines(self, platform: Platform, problem: str, version: int,
+                  graphs: bool = False) -> list[BaselineRecord]:
         """The newest record of each (shape, params, kind, mode) for this platform and problem version."""
         from rooftop.measure.baselines import BaselineRecord
 
@@ -248,12 +251,12 @@ class Store:
         return list(newest.values())
 
     # -- hardware profiles ------------------------------------------------------------------
-    def save_profile(self, profile: "HardwareProfile") -> None:
+    def save_profile(self, profile: HardwareProfile) -> None:
         with self._db:
             self._db.execute("INSERT INTO hardware_profiles (created_at, device_name, profile_json) VALUES (?, ?, ?)",
                              (_now(), profile.device_name, profile.model_dump_json()))
 
-    def profile(self, device_name: str) -> "HardwareProfile | None":
+    def profile(self, device_name: str) -> HardwareProfile | None:
         from rooftop.score.calibrate import HardwareProfile
 
         row = self._db.execute("SELECT profile_json FROM hardware_profiles WHERE device_name = ? ORDER BY id DESC "
@@ -270,4 +273,4 @@ class Store:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
