@@ -20,6 +20,7 @@ from rooftop.verdict import Gate, ShapeResult, Verdict
 
 if TYPE_CHECKING:
     from rooftop.measure.clocks import SmClock
+    from rooftop.measure.contention import LoadSample
     from rooftop.pipeline.session import ChildSession
     from rooftop.pipeline.trusted import TrustedReference
 
@@ -75,6 +76,7 @@ class Evaluation:
     seeds: Seeds = field(default_factory=lambda: Seeds(None))
     checked_seeds: dict[str, list[int]] = field(default_factory=dict)  # checks off: the seeds timing cycles over
     scratch: Path | None = None  # the child's working folder
+    cpu_load: LoadSample | None = None  # machine load when CPU timing began (measure/contention.py)
 
     def close(self) -> None:
         if self.session is not None:

@@ -26,8 +26,7 @@ def child_env(job: EvalJob) -> dict[str, str]:
     if job.device == "cpu":
         env["TRITON_INTERPRET"] = "1"
         env["CUDA_VISIBLE_DEVICES"] = ""
-        # both sides time with the same fixed thread count; idle OpenMP workers sleep rather than
-        # spin through the other side's call (which made CPU times several times too slow)
+        # both sides time with the same fixed thread count (measure/contention.py says why)
         env.update(thread_env(cpu_threads()))
     return env
 
