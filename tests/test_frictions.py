@@ -129,3 +129,44 @@ def test_cancelling_stops_between_calls_and_leaves_no_verdict():
     with pytest.raises(Cancelled):
         evaluate(fixture_problem("scale"), load_solution(FIXTURES / "solutions/good.py"), Settings(device="cpu"),
                  events=on_event, cancel=cancel)
+
+
+def test_a_contended_shape_is_left_out_of_the_summary_and_the_reward():
+    from rooftop.pipeline.scoring import summarize
+    from rooftop.score.reward import compute_reward
+
+    v = run("scale", "good.py", shapes="tiny,small")
+    assert v.status.value == "correct"
+    quiet, busy = v.shapes
+    busy.speedup = 25.0  # what a busy neighbour made of the reference
+    busy.flags.append("contention")
+    summarize(v)
+    assert v.summary.geomean_speedup == pytest.approx(quiet.speedup)
+    assert compute_reward(v) == pytest.approx(quiet.speedup - 1)
+
+
+@pytest.mark.slow
+def test_busy_neighbours_during_cpu_timing_are_flagged_not_rewarded():
+    """Every core busy with another process while timing: the timing is taken again, then flagged,
+    and the verdict's speedup and reward do not come from it."""
+    import os
+    import signal
+
+    # neighbours outside this process tree (the load probe counts the evaluator's own descendants
+    # as its own work): each is started through a shell that exits at once, and spins for 60 s
+    spin = "import time\nend = time.time() + 60\nwhile time.time() < end:\n    pass\n"
+    pids = [int(subprocess.run(["sh", "-c", f'"{sys.executable}" -c "$0" >/dev/null 2>&1 & echo $!', spin],
+                               capture_output=True, text=True).stdout) for _ in range(os.cpu_count() or 2)]
+    try:
+        v = run("scale", "good.py")
+    finally:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert v.status.value == "correct"
+    [shape] = v.shapes
+    assert "contention" in shape.flags
+    assert any(w.startswith("[contention]") for w in v.warnings)
+    assert v.summary.geomean_speedup is None and v.reward == 0.0

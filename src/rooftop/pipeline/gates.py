@@ -5,6 +5,7 @@ record of a failure belong to the runner (runner.py), not to the gates."""
 
 from __future__ import annotations
 
+import os
 from typing import ClassVar
 
 from rooftop.measure.stopping import TimingPolicy
@@ -79,6 +80,10 @@ class LoadGate(GateStep):
         loaded, _ = ev.session.request(LoadRequest(), LoadReply, ev.state.deadline)
         _raise_failure(loaded)
         ev.trusted = TrustedReference(ev.job.problem, ev.device, ev.job.weights_seed)
+        if ev.device == "cpu":  # the load counters' first window opens here (pipeline/timing.py)
+            from rooftop.measure.contention import sample_load
+
+            ev.cpu_load = sample_load([os.getpid(), ev.session.proc.pid])
         if ev.device == "cuda":
             from rooftop.measure.clocks import SmClock
 

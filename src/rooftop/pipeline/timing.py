@@ -25,6 +25,8 @@ AUDIT_SHARE = 0.125  # share of warm-up and timed calls that also run the dispat
 ESCAPED_WORK = 1.1  # profiled kernel time over the event-timed median that means work escaped the events
 EVENT_EVERY = 0.25  # seconds between two sample-count events
 CPU_RETRIES = 1  # a CPU timing that shared its machine is taken again this many times before it is flagged
+RETRY_PAUSE = 0.5  # seconds before a retry: a passing burst of other work may end
+MIN_WINDOW = 0.25  # seconds of load counters read around a CPU shape's timing
 
 
 def time_shape(ev: Evaluation, shape: Shape, result: ShapeResult, policy: TimingPolicy, profiled: bool) -> None:
@@ -33,11 +35,18 @@ def time_shape(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
         _time_once(ev, shape, result, policy, profiled)
         return
     for attempt in range(1 + CPU_RETRIES):
-        # a CPU shape takes a fraction of a second: the load is read over the whole gate so far
+        # a CPU shape takes a fraction of a second: the first window is the whole gate so far, a
+        # retry's starts with a pause, so both are long enough for the load counters to mean something
         before = ev.cpu_load if attempt == 0 and ev.cpu_load is not None else sample_load(_own_pids(ev))
         ev.cpu_load = ev.cpu_load or before
+        if attempt:
+            time.sleep(RETRY_PAUSE)
+        started = time.monotonic()
         _time_once(ev, shape, result, policy, profiled)
         assert result.candidate is not None and result.reference is not None
+        # the kernel's counters tick every 10 ms: a window shorter than MIN_WINDOW reads as noise,
+        # so a quick shape waits out the rest of it (idle, when only other work shows)
+        time.sleep(max(0.0, MIN_WINDOW - (time.monotonic() - started)))
         found = assess(before, sample_load(_own_pids(ev)), result.candidate.samples, result.reference.samples)
         if not found.contended:
             return
