@@ -11,13 +11,12 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from rooftop.pipeline.job import SHAPE_GROUPS
+
 # the choices come from the engine's own enums (a device or sandbox is spelled once), in modules
 # that do not import torch
 from rooftop.pipeline.job import DeviceChoice as Device
 from rooftop.pipeline.job import SandboxChoice as Sandbox
-from rooftop.pipeline.job import ShapeGroup
-
-SHAPE_GROUPS = tuple(g.value for g in ShapeGroup)
 
 # Plain (click-style) help: typer's rich panels print a type column (`<bool>` beside every flag,
 # `<str>` beside free text) that says nothing a reader needs; plain help shows flags bare and

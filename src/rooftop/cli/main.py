@@ -91,16 +91,18 @@ def eval_command(
     db: DbOpt = Path("rooftop.db"),
 ) -> None:
     """Evaluate one solution of one problem and print the verdict."""
-    _check_inputs(problem, solution)
-    from rooftop.api import run_evaluation
-    from rooftop.cli.progress import event_display
-    from rooftop.cli.render import print_verdict
+    # the paths are checked before the evaluation pipeline (and torch with it) is imported, so a
+    # mistyped path is answered at once; both loaders are light
     from rooftop.problem.registry import resolve
     from rooftop.solution.loader import load_solution
-    from rooftop.store.db import Store
 
     spec = resolve(problem)
     sol = load_solution(solution)
+    from rooftop.api import run_evaluation
+    from rooftop.cli.progress import event_display
+    from rooftop.cli.render import print_verdict
+    from rooftop.store.db import Store
+
     settings = _settings(device, shapes, timeout, seed, timing, sandbox, graphs)
     store = Store(db)
     try:
@@ -118,16 +120,6 @@ def eval_command(
         out.print(f"[dim]no stored torch.compile or SOTA baselines for this platform: "
                   f"`rooftop baselines {problem} --db {db}` times them once[/dim]")
     out.print(f"[dim]recorded in {db}[/dim]")
-
-
-def _check_inputs(problem: str, solution: Path) -> None:
-    """Reject a bad problem or solution before the evaluation pipeline (and torch with it) is
-    imported, so a mistyped path is answered at once. Both loaders are light and quick."""
-    from rooftop.problem.registry import resolve
-    from rooftop.solution.loader import load_solution
-
-    resolve(problem)
-    load_solution(solution)
 
 
 @app.command("demo")

@@ -23,7 +23,6 @@ class EventDisplay:
         self.label = ""
         self._bar = progress_bar(live)
         self._task: TaskID = self._bar.add_task("rooftop", total=total)
-        self._shapes = 0
 
     def start(self, label: str) -> EventSink:
         """The sink for the next evaluation, named `label` in what is shown."""
@@ -38,7 +37,6 @@ class EventDisplay:
         if self.silent:
             return
         if isinstance(event, GateStarted):
-            self._shapes = event.shapes
             self._now(f"{event.gate.value}", self._limit(event))
         elif isinstance(event, ShapeDone) and self.live:
             self._now(f"{event.gate.value} {event.shape} done ({event.index}/{event.of})")

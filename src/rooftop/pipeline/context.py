@@ -3,6 +3,7 @@ the parts the gates share (the child, the trusted reference, the caller)."""
 
 from __future__ import annotations
 
+import os
 import random
 import secrets
 import shutil
@@ -77,6 +78,10 @@ class Evaluation:
     checked_seeds: dict[str, list[int]] = field(default_factory=dict)  # checks off: the seeds timing cycles over
     scratch: Path | None = None  # the child's working folder
     cpu_load: LoadSample | None = None  # machine load when CPU timing began (measure/contention.py)
+
+    def own_pids(self) -> list[int]:
+        """This process and the child (the load probe counts their descendants as theirs too)."""
+        return [os.getpid()] + ([self.session.proc.pid] if self.session is not None else [])
 
     def close(self) -> None:
         if self.session is not None:

@@ -17,13 +17,11 @@ from rooftop.environment import parent_environment
 from rooftop.errors import UserError
 from rooftop.pipeline.context import Evaluation, RunState, Seeds
 from rooftop.pipeline.events import EvaluationFinished, EvaluationStarted, EventSink, ignore
-from rooftop.pipeline.job import DeviceChoice, DeviceType, EvalJob, Settings, ShapeGroup
+from rooftop.pipeline.job import SHAPE_GROUPS, DeviceChoice, DeviceType, EvalJob, Settings
 from rooftop.pipeline.runner import GateRunner
 from rooftop.problem.spec import Problem, Shape, Split
 from rooftop.solution.loader import Solution
 from rooftop.verdict import ShapeResult, Status, Verdict
-
-SHAPE_GROUPS = tuple(g.value for g in ShapeGroup)
 
 
 def resolve_device(choice: str) -> DeviceType:

@@ -5,7 +5,6 @@ record of a failure belong to the runner (runner.py), not to the gates."""
 
 from __future__ import annotations
 
-import os
 from typing import ClassVar
 
 from rooftop.measure.stopping import TimingPolicy
@@ -83,7 +82,7 @@ class LoadGate(GateStep):
         if ev.device == "cpu":  # the load counters' first window opens here (pipeline/timing.py)
             from rooftop.measure.contention import sample_load
 
-            ev.cpu_load = sample_load([os.getpid(), ev.session.proc.pid])
+            ev.cpu_load = sample_load(ev.own_pids())
         if ev.device == "cuda":
             from rooftop.measure.clocks import SmClock
 

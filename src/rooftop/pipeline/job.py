@@ -43,6 +43,9 @@ class ShapeGroup(StrEnum):
     smoke = "smoke"
 
 
+SHAPE_GROUPS = tuple(g.value for g in ShapeGroup)
+
+
 class Settings(BaseModel):
     """Knobs of one evaluation; every field has a sensible default."""
 

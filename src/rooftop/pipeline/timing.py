@@ -4,7 +4,6 @@ the cross-checks that flag a suspect measurement."""
 
 from __future__ import annotations
 
-import os
 import random
 import secrets
 import time
@@ -37,7 +36,7 @@ def time_shape(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
     for attempt in range(1 + CPU_RETRIES):
         # a CPU shape takes a fraction of a second: the first window is the whole gate so far, a
         # retry's starts with a pause, so both are long enough for the load counters to mean something
-        before = ev.cpu_load if attempt == 0 and ev.cpu_load is not None else sample_load(_own_pids(ev))
+        before = ev.cpu_load if attempt == 0 and ev.cpu_load is not None else sample_load(ev.own_pids())
         ev.cpu_load = ev.cpu_load or before
         if attempt:
             time.sleep(RETRY_PAUSE)
@@ -47,7 +46,7 @@ def time_shape(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
         # the kernel's counters tick every 10 ms: a window shorter than MIN_WINDOW reads as noise,
         # so a quick shape waits out the rest of it (idle, when only other work shows)
         time.sleep(max(0.0, MIN_WINDOW - (time.monotonic() - started)))
-        found = assess(before, sample_load(_own_pids(ev)), result.candidate.samples, result.reference.samples)
+        found = assess(before, sample_load(ev.own_pids()), result.candidate.samples, result.reference.samples)
         if not found.contended:
             return
         if attempt < CPU_RETRIES:
@@ -56,11 +55,6 @@ def time_shape(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
     ev.verdict.warnings.append(f"[contention] shape '{shape.name}': the machine was shared while timing, twice "
                                f"({'; '.join(found.reasons)}); its times and speedup are not trustworthy and "
                                "the reward ignores them")
-
-
-def _own_pids(ev: Evaluation) -> list[int]:
-    """This process and the child (`sample_load` counts their descendants as theirs too)."""
-    return [os.getpid()] + ([ev.session.proc.pid] if ev.session is not None else [])
 
 
 def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: TimingPolicy, profiled: bool) -> None:

@@ -189,7 +189,8 @@ class Store:
         return evaluation_id
 
     def verdicts(self, problem: str | None = None) -> list[Verdict]:
-        query, args = "SELECT verdict_json FROM evaluations", tuple[str, ...]()
+        query = "SELECT verdict_json FROM evaluations"
+        args: tuple[str, ...] = ()
         if problem:
             query, args = query + " WHERE problem = ?", (problem,)
         return [Verdict.model_validate(json.loads(row[0])) for row in self._db.execute(query + " ORDER BY id", args)]
