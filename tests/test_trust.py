@@ -7,8 +7,8 @@ import pytest
 import torch
 from conftest import FIXTURES
 
+from rooftop.check.landing import Landed, Landing, LandingTarget
 from rooftop.check.probe import Probe, check_probes, probe_output, same_inputs
-from rooftop.check.tensorfile import TensorEntry, dump_tensors, load_tensors
 from rooftop.integrity.audit import TamperGuard
 from rooftop.integrity.kernels import kernel_share, solution_kernel_names
 from rooftop.integrity.sandbox import _python_paths
@@ -21,18 +21,48 @@ from rooftop.score.roofline import implausible
 from rooftop.solution.loader import load_solution
 
 
-def test_tensors_cross_as_raw_bytes_and_a_bad_header_is_refused(tmp_path):
-    values = [torch.randn(3, 5, dtype=torch.bfloat16), torch.arange(7), torch.tensor([True, False]),
-              torch.empty(0, 4)]
-    path = tmp_path / "out.bin"
-    entries = dump_tensors(path, values)
-    back = load_tensors(path, entries)
-    assert all(torch.equal(a, b) and a.dtype == b.dtype for a, b in zip(values, back))
-    lying = [entries[0].model_copy(update={"nbytes": entries[0].nbytes * 100})]
-    with pytest.raises(ValueError, match="do not hold"):
-        load_tensors(path, lying)
+def test_outputs_cross_through_shared_memory_and_a_false_report_is_refused():
+    expected = [torch.randn(3, 5, dtype=torch.bfloat16), torch.arange(7), torch.tensor([True, False]),
+                torch.empty(0, 4)]
+    landing = Landing([t.numel() * t.element_size() for t in expected], torch.device("cpu"))
+    target = LandingTarget(landing.spec, landing.export(), torch.device("cpu"))
+    got = [expected[0] * 2, torch.arange(7), torch.tensor([False, False]), torch.empty(0, 4)]
+    landed = target.write(got)
+    back = landing.read(landed)
+    assert all(torch.equal(a, b) and a.dtype == b.dtype for a, b in zip(got, back))
+    # a copy: writing the shared memory afterwards does not change what was read
+    target.write([torch.zeros(3, 5, dtype=torch.bfloat16)])
+    assert torch.equal(back[0], got[0])
+    # an output of the wrong size is reported, not written, and stands as an empty tensor of its shape
+    wrong = target.write([torch.randn(4, 5, dtype=torch.bfloat16)])
+    assert wrong[0].written is False and landing.read(wrong)[0].shape == (4, 5)
+    with pytest.raises(ValueError, match="no region of that size"):
+        landing.read([Landed(dtype="bfloat16", shape=[4, 5], written=True)])
     with pytest.raises(ValueError, match="unknown dtype"):
-        load_tensors(path, [TensorEntry(dtype="object", shape=[1], offset=0, nbytes=1)])
+        landing.read([Landed(dtype="object", shape=[1], written=True)])
+    target.close()
+    landing.close()
+
+
+def test_outputs_larger_than_the_file_size_limit_cross(tmp_path):
+    """The child's file-size rlimit does not bound an output: nothing goes through a file."""
+    import subprocess
+    import sys
+
+    landing = Landing([8 << 20], torch.device("cpu"))
+    fd = landing.export()
+    code = (
+        "import resource, sys, torch\n"
+        "from rooftop.check.landing import LandingSpec, LandingTarget\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))\n"
+        f"spec = LandingSpec.model_validate_json({landing.spec.model_dump_json()!r})\n"
+        "out = torch.full((2 << 20,), 3.5)\n"
+        f"print(LandingTarget(spec, {fd}, torch.device('cpu')).write([out])[0].model_dump_json())\n")
+    proc = subprocess.run([sys.executable, "-c", code], pass_fds=(fd,), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    back = landing.read([Landed.model_validate_json(proc.stdout.strip().splitlines()[-1])])
+    assert torch.equal(back[0].view(torch.float32), torch.full((2 << 20,), 3.5))
+    landing.close()
 
 
 def test_probes_catch_wrong_values_types_and_forged_positions():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import Enum
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -109,6 +110,7 @@ class ShapeResult(BaseModel):
     timed_checks: int = 0  # warm-up and timed calls whose outputs were probed and checked
     kernel_share: float | None = None  # share of profiled GPU kernel time in the solution's own kernels
     profiled_kernel_seconds: float | None = None  # GPU kernel time of the profiled call, all streams
+    profiled_event_seconds: float | None = None  # the same call timed by events on the caller's stream
     flags: list[str] = []  # cross-checks that failed on this shape: clocks, wall, events (details in warnings)
 
 
@@ -154,7 +156,14 @@ class Verdict(BaseModel):
     warnings: list[str] = []  # about the evaluation itself (e.g. it ran without a sandbox)
     sandbox: str = "none"
     graphs: bool = False  # timed calls (candidate and reference) replayed from CUDA graphs
+    # the roofline's flops and bytes: the problem's own formulas (exact), or counted by rooftop for a
+    # problem that has none, such as an imported KernelBench file (estimated)
+    figures: Literal["exact", "estimated"] = "exact"
     gates: list[GateRecord] = []
+    # where the wall time went, in seconds: the child's start, the trusted side's set-up, the
+    # child's imports, CUDA context and models, the trusted side's input making and reference
+    # calls, and each gate's wall time (gate_*)
+    phases: dict[str, float] = {}
     shapes: list[ShapeResult] = []
     summary: Summary = Summary()
     environment: Environment | None = None

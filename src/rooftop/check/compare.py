@@ -97,34 +97,93 @@ def _compare_one(spec: ProblemSpec, out_spec: OutputSpec | None, name: str, ref:
     return _compare_close(name, ref, cand, tolerance)
 
 
+# elements compared at a time: float64 copies of one chunk of each side, a few hundred MB at most,
+# so a multi-gigabyte output is judged without a multiple of its size in temporaries
+CHUNK = 1 << 24
+
+
+@dataclass
+class _Errors:
+    """The error figures of a comparison, accumulated chunk by chunk over the flattened outputs."""
+
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    diff_sq: float = 0.0
+    ref_sq: float = 0.0
+    over: int = 0
+    worst_excess: float = float("-inf")
+    worst: int = -1  # flat index of the largest excess over the tolerance
+    nonfinite: int = 0  # candidate NaN/Inf where the reference is finite
+    first_nonfinite: int = -1
+    special_wrong: bool = False  # the reference's NaN/Inf not reproduced
+
+    def figures(self) -> dict[str, float | None]:
+        ref_norm = self.ref_sq ** 0.5
+        return {"max_abs_error": self.max_abs, "max_rel_error": self.max_rel,
+                "norm_rel_error": self.diff_sq ** 0.5 / ref_norm if ref_norm > 0 else None}
+
+
+def _chunks(ref: torch.Tensor, cand: torch.Tensor) -> Any:
+    """(offset, reference chunk, candidate chunk) in float64 over the flattened tensors."""
+    r, c = ref.detach().reshape(-1), cand.detach().reshape(-1)
+    for start in range(0, r.numel(), CHUNK):
+        yield start, r[start:start + CHUNK].to(torch.float64), c[start:start + CHUNK].to(torch.float64)
+
+
+def _measure(ref: torch.Tensor, cand: torch.Tensor, tol: Tolerance | None) -> _Errors:
+    err = _Errors()
+    tiny = torch.finfo(torch.float64).tiny
+    for start, r, c in _chunks(ref, cand):
+        finite = torch.isfinite(r)
+        bad = (~torch.isfinite(c)) & finite
+        count = int(bad.sum())
+        if count:
+            if err.first_nonfinite < 0:
+                err.first_nonfinite = start + int(bad.nonzero()[0, 0])
+            err.nonfinite += count
+        same_special = (c == r) | (c.isnan() & r.isnan())
+        err.special_wrong = err.special_wrong or bool((~finite & ~same_special).any())
+        diff = torch.where(finite, (c - r).abs(), 0.0)
+        magnitude = torch.where(finite, r.abs(), 0.0)
+        if diff.numel():
+            err.max_abs = max(err.max_abs, float(diff.max()))
+            err.max_rel = max(err.max_rel, float((diff / magnitude.clamp_min(tiny)).max()))
+        err.diff_sq += float(diff.square().sum())
+        err.ref_sq += float(magnitude.square().sum())
+        if tol is not None:
+            excess = diff - (tol.atol + tol.rtol * magnitude)
+            err.over += int((excess > 0).sum())
+            at = int(torch.argmax(excess))
+            if float(excess[at]) > err.worst_excess:
+                err.worst_excess, err.worst = float(excess[at]), start + at
+    return err
+
+
 def _compare_close(name: str, ref: torch.Tensor, cand: torch.Tensor, tol: Tolerance) -> Mismatch | None:
-    r, c = ref.detach().to(torch.float64), cand.detach().to(torch.float64)
-    ref_finite, cand_finite = torch.isfinite(r), torch.isfinite(c)
-    bad = (~cand_finite) & ref_finite
-    if bool(bad.any()):
-        index = tuple(int(i) for i in bad.nonzero()[0])
-        return Mismatch(name, f"{int(bad.sum())} NaN/Inf value(s) where the reference is finite "
-                        f"(first at {index}: {c[index].item()})", tolerance=tol)
-    # positions where both are non-finite must agree exactly (inf == inf, nan where nan)
-    same_special = (c == r) | (c.isnan() & r.isnan())
-    if bool((~ref_finite & ~same_special).any()):
+    err = _measure(ref, cand, tol)
+    if err.nonfinite:
+        index = _unravel(err.first_nonfinite, ref.shape)
+        return Mismatch(name, f"{err.nonfinite} NaN/Inf value(s) where the reference is finite "
+                        f"(first at {index}: {cand[index].item()})", tolerance=tol)
+    if err.special_wrong:
         return Mismatch(name, "NaN/Inf values of the reference are not reproduced", tolerance=tol)
-    diff, magnitude, figures = _errors(r, c, ref_finite)
+    figures = err.figures()
     max_abs, max_rel, norm_rel = figures["max_abs_error"], figures["max_rel_error"], figures["norm_rel_error"]
-    excess = diff - (tol.atol + tol.rtol * magnitude)
-    numbers = dict(**figures, tolerance=tol)
-    over = int((excess > 0).sum())
-    if over:
-        flat = int(torch.argmax(excess.flatten()))
-        index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), r.shape))
-        return Mismatch(name, f"{over} of {r.numel()} elements exceed atol={tol.atol:g} rtol={tol.rtol:g} "
+    numbers: dict[str, Any] = dict(**figures, tolerance=tol)
+    if err.over:
+        index = _unravel(err.worst, ref.shape)
+        return Mismatch(name, f"{err.over} of {ref.numel()} elements exceed atol={tol.atol:g} rtol={tol.rtol:g} "
                         f"(max abs error {max_abs:.3g}, max rel error {max_rel:.3g}); "
-                        f"worst at {index}: got {c[index].item():.6g}, expected {r[index].item():.6g}", **numbers)
+                        f"worst at {index}: got {float(cand[index]):.6g}, expected {float(ref[index]):.6g}", **numbers)
     if norm_rel is not None and norm_rel > tol.norm_bound:
         return Mismatch(name, f"normwise relative error {norm_rel:.3g} exceeds {tol.norm_bound:g} "
                         f"(elementwise within atol={tol.atol:g}: the output is too small to judge "
                         "elementwise)", **numbers)
     return None
+
+
+def _unravel(flat: int, shape: torch.Size) -> tuple[int, ...]:
+    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), shape))
 
 
 def error_figures(reference: Any, candidate: Any) -> dict[str, float | None]:
@@ -134,20 +193,24 @@ def error_figures(reference: Any, candidate: Any) -> dict[str, float | None]:
     if not (isinstance(ref, torch.Tensor) and isinstance(cand, torch.Tensor) and ref.is_floating_point()
             and ref.numel() and cand.shape == ref.shape):
         return {}
-    r, c = ref.detach().to(torch.float64), cand.detach().to(torch.float64)
-    return _errors(r, c, torch.isfinite(r))[2]
+    return _measure(ref, cand, None).figures()
 
 
-def _errors(r: torch.Tensor, c: torch.Tensor, finite: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict]:
-    """Elementwise |c - r| and |r| over the reference's finite entries, and the summary figures."""
-    diff = torch.where(finite, (c - r).abs(), 0.0)
-    magnitude = torch.where(finite, r.abs(), 0.0)
-    max_abs = float(diff.max()) if diff.numel() else 0.0
-    rel = diff / magnitude.clamp_min(torch.finfo(torch.float64).tiny)
-    max_rel = float(rel.max()) if rel.numel() else 0.0
-    ref_norm = float(torch.linalg.vector_norm(magnitude))
-    norm_rel = float(torch.linalg.vector_norm(diff)) / ref_norm if ref_norm > 0 else None
-    return diff, magnitude, {"max_abs_error": max_abs, "max_rel_error": max_rel, "norm_rel_error": norm_rel}
+def fingerprint(value: Any) -> Any:
+    """A digest of a value's exact bits (tensors: shape, dtype and two weighted sums over their
+    bytes, chunk by chunk), to tell whether an output repeats an earlier one without keeping it."""
+    if isinstance(value, (list, tuple)):
+        return tuple(fingerprint(v) for v in value)
+    if not isinstance(value, torch.Tensor):
+        return ("value", repr(value)[:200])
+    raw = value.detach().contiguous().reshape(-1)
+    raw = raw.view(torch.uint8) if raw.numel() else raw
+    sums = []
+    for start in range(0, raw.numel(), CHUNK):
+        part = raw[start:start + CHUNK].to(torch.int64)
+        weights = torch.arange(1, part.numel() + 1, device=part.device, dtype=torch.int64) % 65521
+        sums.append((int(part.sum()), int((part * weights).sum())))
+    return (tuple(value.shape), str(value.dtype), tuple(sums))
 
 
 def storage_overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -61,14 +61,16 @@ class InputPool:
         self._sets: collections.deque[Any] = collections.deque()
         self._shape: str | None = None
 
-    def admit(self, inputs: Any, shape: str | None = None) -> Any:
+    def admit(self, inputs: Any, shape: str | None = None, sets: int | None = None) -> Any:
         """Keep this call's set; a set of another shape starts the pool afresh (one shape's sets
-        are alive at a time)."""
+        are alive at a time). `sets` caps the pool where a memory plan gave a figure."""
         if shape != self._shape:
             self._shape, self.size = shape, None
             self._sets.clear()
         if self.size is None:
             self.size = pool_size(nbytes(inputs), self.memory_bytes)
+            if sets is not None:
+                self.size = max(2, min(self.size, sets))
         while len(self._sets) >= self.size:
             self._sets.popleft()
         self._sets.append(inputs)

@@ -34,7 +34,7 @@ class Probe(BaseModel):
 
 def probe_output(value: Any, count: int = PROBE_SIZE) -> Probe:
     """Child side: read `count` elements at fresh random positions (all of them if fewer)."""
-    from rooftop.check.tensorfile import dtype_name
+    from rooftop.check.landing import dtype_name
 
     if type(value) is not torch.Tensor:
         if value is None or isinstance(value, (bool, int, float, str)):
@@ -80,7 +80,7 @@ def check_probes(spec: ProblemSpec, expected: Any, probes: list[Probe]) -> list[
 
 
 def _check_one(spec: ProblemSpec, index: int, name: str, ref: Any, probe: Probe) -> Mismatch | None:
-    from rooftop.check.tensorfile import dtype_name
+    from rooftop.check.landing import dtype_name
 
     if not isinstance(ref, torch.Tensor):
         return None if probe.value == ref else Mismatch(name, f"expected {ref!r}, got {probe.value!r}")

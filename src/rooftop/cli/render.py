@@ -42,6 +42,11 @@ def untimed(verdict: Verdict) -> bool:
     return verdict.status is Status.correct and all(r.candidate is None for r in verdict.shapes)
 
 
+def estimated(verdict: Verdict) -> str:
+    """The marker beside every roofline figure read against flops/bytes rooftop estimated."""
+    return " (est.)" if verdict.figures == "estimated" else ""
+
+
 def print_verdict(verdict: Verdict, console: Console) -> None:
     env = verdict.environment
     reward = Text(NOT_TIMED, style="dim") if untimed(verdict) else \
@@ -63,9 +68,17 @@ def print_verdict(verdict: Verdict, console: Console) -> None:
         others = "".join(f" · over {k} {v:.3f}x" for k, v in verdict.summary.geomean_speedups.items()
                          if k != "eager")
         console.print(f"geomean speedup over eager {verdict.summary.geomean_speedup:.3f}x{others}"
-                      + (f" · geomean roofline {verdict.summary.geomean_roofline:.1%}"
+                      + (f" · geomean roofline {verdict.summary.geomean_roofline:.1%}{estimated(verdict)}"
                          if verdict.summary.geomean_roofline is not None else "")
                       + f" · {verdict.wall_seconds:.1f} s wall", style="bold")
+
+
+def phase_table(verdict: Verdict) -> Table:
+    """Where the wall time went: the child's start, the trusted side's set-up, each gate."""
+    table = Table("phase", "seconds", title=f"{verdict.wall_seconds:.2f} s wall", title_justify="left")
+    for name, value in verdict.phases.items():
+        table.add_row(name.replace("_", " "), f"{value:.3f}")
+    return table
 
 
 def shape_table(verdict: Verdict) -> Table:
@@ -79,10 +92,13 @@ def shape_table(verdict: Verdict) -> Table:
     # ±: the median's relative standard error (from its 95 % distribution-free interval); the
     # speedup over eager is the median of paired per-call ratios, with its 95 % interval
     columns = ["shape", "split", "ok", "max err", "median", "±", "n", "stop", *(["MHz"] if with_clock else []),
-               "eager", "speedup", *[f"vs {k}" for k in others], "TFLOP/s", "GB/s", "roof",
+               "eager", "speedup", *[f"vs {k}" for k in others],
+               *[col + estimated(verdict) for col in ("TFLOP/s", "GB/s", "roof")],
                *(["flags"] if with_flags else [])]
-    table = Table(show_edge=False, header_style="bold",
-                  caption=" · ".join(caption.get(c, c) for c in sorted(clocks)) or None)
+    notes = [caption.get(c, c) for c in sorted(clocks)]
+    if estimated(verdict):
+        notes.append("est.: flops and bytes estimated by rooftop, not the problem's formulas")
+    table = Table(show_edge=False, header_style="bold", caption=" · ".join(notes) or None)
     for col in columns:
         table.add_column(col, justify="left" if col in ("shape", "split", "flags") else "right")
     for r in verdict.shapes:

@@ -103,7 +103,7 @@ GUARDED = (
     "torch.Tensor.to", "torch.Tensor.tolist", "torch.Tensor.cpu", "torch.randint",
     "rooftop.measure.timer.CudaEventClock.time", "rooftop.measure.timer.CpuClock.time",
     "rooftop.check.probe.probe_output", "rooftop.check.probe.probe_outputs", "rooftop.check.inputs.make_inputs",
-    "rooftop.pipeline.channel.ChannelWriter.send", "rooftop.check.tensorfile.dump_tensors",
+    "rooftop.pipeline.channel.ChannelWriter.send", "rooftop.check.landing.LandingTarget.write",
     "rooftop.integrity.audit.Audit.findings", "rooftop.integrity.audit.Audit.__enter__",
 )
 

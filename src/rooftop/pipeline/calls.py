@@ -5,9 +5,14 @@ from a timed one, and no input is ever seen twice."""
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, NamedTuple
 
+import torch
+
+from rooftop.check.compare import as_outputs
+from rooftop.check.landing import Landing, LandingError
 from rooftop.check.probe import same_inputs
 from rooftop.pipeline.context import Evaluation
 from rooftop.pipeline.protocol import CallReply, CallRequest
@@ -36,19 +41,49 @@ def call(ev: Evaluation, shape: Shape, *, full: bool = False, audit: bool = Fals
     ev.state.check_cancel()
     checks, graphs = ev.settings.checks, ev.settings.graphs
     seed = ev.seeds.next() if seed is None else seed
+    made = time.perf_counter()
     inputs = ev.trusted.inputs(shape, seed)
+    ev.phases["inputs"] = ev.phases.get("inputs", 0.0) + time.perf_counter() - made
     graph = timed and graphs and not profile
     started = time.perf_counter()
     expected, reference_seconds = ev.trusted.run(shape, inputs, timed=timed, graph=graph)
     reference_wall = time.perf_counter() - started
+    ev.phases["reference"] = ev.phases.get("reference", 0.0) + reference_wall
     reference_clock = _sm_clock(ev) if timed else None
+    landing = _landing(ev, expected) if full else None
     request = CallRequest(gate=ev.state.gate, shape=shape.name, seed=seed, full=full, profile=profile,
                           audit=audit and checks and not graph, check_inputs=full, probe=checks or full,
-                          reuse=not checks, graph=graph)
+                          reuse=not checks, graph=graph, landing=landing.spec if landing else None,
+                          pool_sets=ev.pool_sets.get(shape.name))
     reply, wall = ev.session.request(request, CallReply, ev.state.deadline)
     clock = _sm_clock(ev) if timed else None
     _check_reply(ev, shape, seed, reply, inputs if full else None, wall)
     return Called(reply, expected, inputs, reference_seconds, wall, reference_wall, reference_clock, clock)
+
+
+def _landing(ev: Evaluation, expected: Any) -> Landing | None:
+    """Shared memory with a region per expected output (kept while the sizes stay the same); a new
+    one's descriptor goes to the child before the request that names it."""
+    assert ev.session is not None and ev.trusted is not None
+    values = as_outputs(expected)
+    if not all(type(v) is torch.Tensor for v in values):
+        return None
+    sizes = [v.numel() * v.element_size() for v in values]
+    if ev.landing is not None and ev.landing.fits(sizes):
+        return ev.landing
+    if ev.landing is not None:
+        ev.landing.close()
+        ev.landing = None
+    try:
+        ev.landing = Landing(sizes, ev.trusted.device)
+        fd = ev.landing.export()
+    except (LandingError, RuntimeError, OSError) as exc:
+        raise GateFailed(Status.internal_error, f"[harness] {exc}")
+    try:
+        ev.session.send_descriptor(fd)
+    finally:
+        os.close(fd)
+    return ev.landing
 
 
 def _check_reply(ev: Evaluation, shape: Shape, seed: int, reply: CallReply, inputs: list | None, wall: float) -> None:

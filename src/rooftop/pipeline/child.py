@@ -1,6 +1,6 @@
 """The evaluation child: the only process that imports and runs candidate code.
 
-Started by the trusted side as `python -m rooftop.pipeline.child REQUEST_FD REPLY_FD` in a fresh
+Started by the trusted side as `python -m rooftop.pipeline.child REQUEST_FD REPLY_FD DESCRIPTOR_FD` in a fresh
 interpreter (inside bubblewrap when available), before its job is known: it imports torch, arms
 the tamper guard, says hello and waits. Then it serves typed requests one at a time through a
 dispatch table: the job, build the solution, load one model per shape, and run one call —
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -45,14 +46,16 @@ from rooftop.verdict import Gate, GateFailed, Status
 
 
 def main(argv: list[str]) -> int:
-    request_fd, reply_fd = int(argv[0]), int(argv[1])
-    for fd in (request_fd, reply_fd):
+    request_fd, reply_fd, descriptor_fd = int(argv[0]), int(argv[1]), int(argv[2])
+    for fd in (request_fd, reply_fd, descriptor_fd):
         os.set_inheritable(fd, False)  # compilers and other children the solution starts do not get them
     channel = ChannelWriter(reply_fd)
     requests = os.fdopen(request_fd, "r")
     import torch  # noqa: F401  (imported before the greeting: a started child is a warm child)
 
-    harness = Harness(TamperGuard())  # the guard is armed before any candidate code runs
+    # the guard is armed before any candidate code runs
+    harness = Harness(TamperGuard(), socket.socket(fileno=descriptor_fd))
+    harness.phases["interpreter_and_imports"] = _age()
     channel.send("hello")
     for line in requests:
         try:
@@ -68,8 +71,9 @@ def main(argv: list[str]) -> int:
 class Harness:
     """The child's side of each request; holds the job, the built module and one model per shape."""
 
-    def __init__(self, guard: TamperGuard) -> None:
-        self.guard = guard
+    def __init__(self, guard: TamperGuard, descriptors: socket.socket) -> None:
+        self.guard, self.descriptors = guard, descriptors
+        self.phases: dict[str, float] = {}
         self.gate = Gate.build
         self.job: EvalJob | None = None
         self.module: ModuleType | None = None
@@ -112,16 +116,23 @@ class Harness:
         job = self._job()
         self.gate = Gate.load
         started = time.monotonic()
+        if job.device == "cuda":
+            import torch
+
+            torch.empty(1, device="cuda")  # the CUDA context, timed on its own
+            self.phases["cuda_context"] = time.monotonic() - started
+        models_started = time.monotonic()
         self.instance = ProblemInstance(job.problem, job.device, job.weights_seed, module_name="rooftop_reference")
         cls = candidate_class(self.module)
         copied = True
         for shape in job.shapes:
             self.models[shape.name], same = self._construct(cls, shape)
             copied = copied and same
-        self.runner = CallRunner(job, self.instance, self.models, self.guard)
+        self.runner = CallRunner(job, self.instance, self.models, self.guard, self.descriptors)
         self.gate = Gate.correctness
-        return LoadReply(seconds=time.monotonic() - started, detail="weights copied" if copied else
-                         "parameter names differ from the reference: constructed under the same seed")
+        self.phases["models"] = time.monotonic() - models_started
+        return LoadReply(seconds=time.monotonic() - started, phases=self.phases, detail="weights copied" if copied
+                         else "parameter names differ from the reference: constructed under the same seed")
 
     def call(self, request: CallRequest) -> CallReply:
         self.gate = request.gate
@@ -169,6 +180,16 @@ class Harness:
 HANDLERS: dict[str, Callable[[Harness, Any], _Reply]] = {
     "job": Harness.take_job, "build": Harness.build, "load": Harness.load, "call": Harness.call,
 }
+
+
+def _age() -> float:
+    """Seconds since this process was created (the interpreter's start and the imports so far)."""
+    try:
+        with open("/proc/self/stat") as stat, open("/proc/uptime") as uptime:
+            ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+            return max(0.0, float(uptime.read().split()[0]) - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def candidate_class(module: ModuleType | None) -> type:

@@ -7,15 +7,17 @@ the evaluation child.
 
 from __future__ import annotations
 
-from pathlib import Path
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 
 from rooftop.check.compare import as_outputs, storage_overlaps
 from rooftop.check.inputs import InputPool, device_memory, modified_inputs
+from rooftop.check.landing import LandingSpec, LandingTarget
 from rooftop.check.probe import probe_output, probe_outputs
-from rooftop.check.tensorfile import dump_tensors
 from rooftop.integrity.audit import Audit, TamperGuard
 from rooftop.measure.graphs import GraphCache, GraphCaptureFailed
 from rooftop.measure.timer import clock_for
@@ -26,9 +28,33 @@ from rooftop.values import clone, tensors
 from rooftop.verdict import GateFailed, Status
 
 
+@contextmanager
+def harness_step(what: str) -> Iterator[None]:
+    """A step of the harness's own (making inputs, snapshots, copying outputs out) that fails is
+    the harness's failure, `internal_error`, never the candidate's status. The candidate's call has
+    finished and been synchronized before any step after it, so its own errors surface there."""
+    try:
+        yield
+    except GateFailed:
+        raise
+    except Exception as exc:
+        raise GateFailed(Status.internal_error, f"[harness] {what} failed in the evaluation child: "
+                         f"{type(exc).__name__}: {str(exc).strip()[:400]}{_memory_note(exc)}") from exc
+
+
+def _memory_note(exc: Exception) -> str:
+    if not isinstance(exc, torch.OutOfMemoryError) or not torch.cuda.is_available():
+        return ""
+    held = torch.cuda.memory_allocated()
+    return f" (the child held {held / 2**30:.2f} GiB of device memory, inputs and the candidate's allocations)"
+
+
 class CallRunner:
-    def __init__(self, job: EvalJob, instance: ProblemInstance, models: dict[str, Any], guard: TamperGuard) -> None:
+    def __init__(self, job: EvalJob, instance: ProblemInstance, models: dict[str, Any], guard: TamperGuard,
+                 descriptors: socket.socket | None = None) -> None:
         self.job, self.instance, self.models, self.guard = job, instance, models, guard
+        self.descriptors = descriptors
+        self.landing: LandingTarget | None = None
         self.device = instance.device
         self.shapes = {s.name: s for s in job.shapes}
         self.clock = clock_for(self.device)
@@ -38,11 +64,13 @@ class CallRunner:
 
     def call(self, request: CallRequest) -> CallReply:
         shape, model = self.shapes[request.shape], self.models[request.shape]
-        inputs = self._inputs(request)
+        with harness_step("making the inputs"):
+            inputs = self._inputs(request)
         reply = CallReply()
-        if request.check_inputs:
-            reply.inputs = [probe_output(x) for x in inputs]
-        pristine = clone(inputs) if request.check_inputs else None
+        with harness_step("snapshotting the inputs"):
+            if request.check_inputs:
+                reply.inputs = [probe_output(x) for x in inputs]
+            pristine = clone(inputs) if request.check_inputs else None
         audit = Audit(count_compute=request.audit and not self.job.problem.spec.policy.allow_torch_ops)
         result, inputs = self._run(request, shape.name, model, inputs, audit, reply)
         reply.findings = audit.findings() + self._tampering()
@@ -51,13 +79,29 @@ class CallRunner:
         outs = [t for t in tensors(result) if type(t) is torch.Tensor]
         reply.aliased_inputs = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)
                                 and any(storage_overlaps(o, x) for o in outs)]
-        if pristine is not None:
-            reply.changed_inputs = modified_inputs(pristine, inputs)
-        if request.full:
+        with harness_step("comparing the inputs with their snapshot"):
+            if pristine is not None:
+                reply.changed_inputs = modified_inputs(pristine, inputs)
+            del pristine
+        if request.full and request.landing is not None:
             values = as_outputs(result)
             if all(type(v) is torch.Tensor for v in values):
-                reply.dump = dump_tensors(Path.cwd() / "outputs.bin", values)
+                with harness_step("copying the outputs to the trusted side"):
+                    reply.landed = self._target(request.landing).write(values)
         return reply
+
+    def _target(self, spec: LandingSpec) -> LandingTarget:
+        """The mapping of the landing the request names; a new one's descriptor is waiting on the socket."""
+        if self.landing is None or self.landing.spec.id != spec.id:
+            if self.landing is not None:
+                self.landing.close()
+                self.landing = None
+            assert self.descriptors is not None
+            _, fds, _, _ = socket.recv_fds(self.descriptors, 16, 1)
+            if not fds:
+                raise RuntimeError("no descriptor arrived for the shared output memory")
+            self.landing = LandingTarget(spec, fds[0], self.device)
+        return self.landing
 
     def _inputs(self, request: CallRequest) -> list[Any]:
         shape = self.shapes[request.shape]
@@ -68,7 +112,7 @@ class CallRunner:
         if request.reuse:
             self.reused[key] = inputs
         else:
-            self.pool.admit(inputs, shape.name)
+            self.pool.admit(inputs, shape.name, request.pool_sets)
         return inputs
 
     def _run(self, request: CallRequest, shape: str, model: Any, inputs: list[Any], audit: Audit,
@@ -86,8 +130,10 @@ class CallRunner:
         with torch.no_grad():
             if request.profile:
                 self.clock.prepare()
+                if self.device.type == "cuda":  # the cache flush is over before the tracer starts
+                    torch.cuda.synchronize(self.device)
                 try:
-                    _, kernels, reply.stream = profile_kernels(run)
+                    _, kernels, reply.stream = profile_kernels(lambda: self._event_timed(run, reply))
                     reply.kernels = [Kernel(**k) for k in kernels]
                 except ProfilerUnavailable as exc:
                     reply.detail = f"the profiler is unavailable: {exc}"
@@ -103,6 +149,20 @@ class CallRunner:
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
         return box["result"], inputs
+
+    def _event_timed(self, run: Any, reply: CallReply) -> None:
+        """The profiled call, also timed by events on the caller's stream: the cross-check compares
+        its kernels with this same call's event time (tracing slows each kernel a little, so a
+        median of untraced calls is not the measure to hold them to)."""
+        if self.device.type != "cuda":
+            run()
+            return
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        reply.seconds = start.elapsed_time(end) / 1e3
 
     def _graphed(self, shape: str, model: Any, inputs: list) -> Any:
         try:

@@ -20,6 +20,7 @@ from rooftop.solution.loader import Solution
 from rooftop.verdict import Gate, ShapeResult, Verdict
 
 if TYPE_CHECKING:
+    from rooftop.check.landing import Landing
     from rooftop.measure.clocks import SmClock
     from rooftop.measure.contention import LoadSample
     from rooftop.pipeline.session import ChildSession
@@ -78,6 +79,9 @@ class Evaluation:
     checked_seeds: dict[str, list[int]] = field(default_factory=dict)  # checks off: the seeds timing cycles over
     scratch: Path | None = None  # the child's working folder
     cpu_load: LoadSample | None = None  # machine load when CPU timing began (measure/contention.py)
+    landing: Landing | None = None  # where full calls write their outputs (check/landing.py)
+    pool_sets: dict[str, int] = field(default_factory=dict)  # input sets per shape, from the memory plan
+    phases: dict[str, float] = field(default_factory=dict)  # where the time went (seconds per phase)
 
     def own_pids(self) -> list[int]:
         """This process and the child (the load probe counts their descendants as theirs too)."""
@@ -86,6 +90,9 @@ class Evaluation:
     def close(self) -> None:
         if self.session is not None:
             self.session.close()
+        if self.landing is not None:
+            self.landing.close()
+            self.landing = None
         if self.trusted is not None:
             self.trusted.release()
         if self.scratch is not None:

@@ -6,9 +6,8 @@ from typing import Any
 
 import torch
 
-from rooftop.check.compare import Mismatch, compare_outputs, error_figures
+from rooftop.check.compare import Mismatch, compare_outputs, error_figures, fingerprint
 from rooftop.check.probe import check_probes
-from rooftop.check.tensorfile import load_tensors
 from rooftop.pipeline.calls import call
 from rooftop.pipeline.context import Evaluation
 from rooftop.pipeline.protocol import CallReply
@@ -33,9 +32,10 @@ def check_shape(ev: Evaluation, shape: Shape, result: ShapeResult) -> None:
 
 def judge(ev: Evaluation, seed: int, reply: CallReply, expected: Any, inputs: list,
           previous: list[tuple[Any, Any]]) -> SeedCheck:
-    """One seed's outputs against the expected ones: whole outputs when dumped, else the probes."""
+    """One seed's outputs against the expected ones: whole outputs when they landed, else the probes.
+    `previous` holds fingerprints of earlier seeds' outputs, not the outputs (they may be gigabytes)."""
     check = SeedCheck(seed=seed, ok=True)
-    got = _dumped_outputs(ev, reply, expected)
+    got = _landed_outputs(ev, reply, expected)
     if reply.changed_inputs:
         check.ok, check.message = False, f"the candidate modified input(s) {reply.changed_inputs} in place"
     elif reply.aliased_inputs:
@@ -46,26 +46,32 @@ def judge(ev: Evaluation, seed: int, reply: CallReply, expected: Any, inputs: li
             else check_probes(spec, expected, reply.outputs)
         if mismatches:
             _fill(check, mismatches[0])
-            stale = _repeats(got, expected, previous)
+            stale = _repeats(got, expected, previous) if got is not None else ""
             if stale:
                 check.message = f"[dependence] {stale}; {check.message}"
         elif got is not None:
             for key, value in error_figures(expected, got).items():
                 setattr(check, key, value)
     if got is not None:
-        previous.append((got, expected))
+        previous.append(_fingerprints(got, expected))
     return check
 
 
-def _dumped_outputs(ev: Evaluation, reply: CallReply, expected: Any) -> Any:
-    if reply.dump is None:
+def _landed_outputs(ev: Evaluation, reply: CallReply, expected: Any) -> Any:
+    if reply.landed is None or ev.landing is None:
         return None
-    assert ev.session is not None and ev.trusted is not None
     try:
-        got = load_tensors(ev.session.scratch / "outputs.bin", reply.dump, ev.trusted.device)
-    except (OSError, ValueError) as exc:
-        raise GateFailed(Status.rejected, f"[protocol] the outputs file is not what the reply describes: {exc}")
+        got = ev.landing.read(reply.landed)
+    except ValueError as exc:
+        raise GateFailed(Status.rejected, f"[protocol] the outputs are not what the reply describes: {exc}")
+    except (RuntimeError, OSError) as exc:
+        raise GateFailed(Status.internal_error, f"[harness] copying the outputs out of shared memory failed: {exc}")
     return got[0] if len(got) == 1 and not isinstance(expected, (list, tuple)) else got
+
+
+def _fingerprints(got: Any, expected: Any) -> tuple[Any, Any]:
+    meta = any(isinstance(t, torch.Tensor) and t.is_meta for t in (got if isinstance(got, list) else [got]))
+    return (None if meta else fingerprint(got)), fingerprint(expected)
 
 
 def _fill(check: SeedCheck, mismatch: Mismatch) -> None:
@@ -81,20 +87,13 @@ def _fill(check: SeedCheck, mismatch: Mismatch) -> None:
 
 def _repeats(got: Any, expected: Any, previous: list[tuple[Any, Any]]) -> str:
     """When a wrong output is bit for bit an earlier one although the expected outputs differ."""
-    if got is None:
+    got_print, expected_print = _fingerprints(got, expected)
+    if got_print is None:
         return ""
     for old_got, old_expected in previous:
-        if _equal(got, old_got) and not _equal(expected, old_expected):
+        if old_got == got_print and old_expected != expected_print:
             return "the output repeated an earlier call's output although the inputs changed (replayed, not computed)"
     return ""
-
-
-def _equal(a: Any, b: Any) -> bool:
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
-    return False
 
 
 def _params(params: dict) -> str:

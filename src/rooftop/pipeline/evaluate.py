@@ -85,7 +85,7 @@ def _prepare(problem: Problem, solution: Solution, settings: Settings, device: D
                       problem_version=problem.spec.version, solution=str(solution.path),
                       source_hash=solution.source_hash, languages=[x.value for x in solution.languages],
                       shapes_selected=which, reward_fn=settings.reward_fn,
-                      graphs=settings.graphs and device == "cuda")
+                      graphs=settings.graphs and device == "cuda", figures=problem.spec.figures)
     results = {s.name: ShapeResult(shape=s.name, split=s.split.value, params=s.params) for s in shapes}
     verdict.shapes = list(results.values())
     return Evaluation(problem=problem, solution=solution, settings=settings, device=device, shapes=shapes,
@@ -115,6 +115,7 @@ def _finish(ev: Evaluation, started: float) -> Verdict:
     if ev.session is None:
         verdict.sandbox = "not started"  # refused before any child ran: no sandbox was needed
     verdict.wall_seconds = time.monotonic() - started
+    verdict.phases = {k: round(v, 4) for k, v in ev.phases.items()}
     if verdict.summary.shapes == 0:
         verdict.summary.shapes = len(verdict.shapes)
         verdict.summary.correct_shapes = sum(1 for r in verdict.shapes if r.correct)

@@ -5,6 +5,7 @@ record of a failure belong to the runner (runner.py), not to the gates."""
 
 from __future__ import annotations
 
+import time
 from typing import ClassVar
 
 from rooftop.measure.stopping import TimingPolicy
@@ -50,7 +51,9 @@ class StaticGate(GateStep):
 
 
 class BuildGate(GateStep):
-    """Starts the child (sandboxed), hands it the job, and has it build the solution."""
+    """Starts the child (sandboxed); while its interpreter and torch come up, sets up the trusted
+    side and plans device memory (a shape that cannot fit is refused here, before any candidate
+    code runs); then hands the child the job and has it build the solution."""
 
     gate = Gate.build
 
@@ -59,12 +62,25 @@ class BuildGate(GateStep):
 
     def run(self, ev: Evaluation, shape: Shape | None = None) -> GateRecord:
         assert ev.job is not None
+        started = time.perf_counter()
         ev.session = start_child(ev)
+        ev.trusted = TrustedReference(ev.job.problem, ev.device, ev.job.weights_seed)
+        if ev.device == "cuda":
+            import torch
+
+            from rooftop.pipeline.memory import plan_pools
+
+            free, _ = torch.cuda.mem_get_info(ev.trusted.device)
+            ev.pool_sets = plan_pools(ev.trusted.instance, ev.shapes, free)
+        ev.phases["trusted_setup"] = time.perf_counter() - started
+        ev.session.hello(ev.state.deadline)
+        ev.phases["child_start"] = time.perf_counter() - started
         reply, _ = ev.session.request(JobRequest(job=ev.job), JobReply, ev.state.deadline)
         _raise_failure(reply)
         ev.verdict.environment = reply.environment
         built, _ = ev.session.request(BuildRequest(), BuildReply, ev.state.deadline)
         _raise_failure(built)
+        ev.phases["build"] = built.seconds
         return GateRecord(gate=self.gate, ok=True, seconds=built.seconds, cached=built.cached)
 
 
@@ -75,10 +91,10 @@ class LoadGate(GateStep):
         return ev.settings.timeout or LOAD_SECONDS[ev.device]
 
     def run(self, ev: Evaluation, shape: Shape | None = None) -> GateRecord:
-        assert ev.session is not None and ev.job is not None
+        assert ev.session is not None and ev.job is not None and ev.trusted is not None
         loaded, _ = ev.session.request(LoadRequest(), LoadReply, ev.state.deadline)
         _raise_failure(loaded)
-        ev.trusted = TrustedReference(ev.job.problem, ev.device, ev.job.weights_seed)
+        ev.phases.update({f"child_{k}": v for k, v in loaded.phases.items()})
         if ev.device == "cpu":  # the load counters' first window opens here (pipeline/timing.py)
             from rooftop.measure.contention import sample_load
 

@@ -15,8 +15,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
+from rooftop.check.landing import Landed, LandingSpec
 from rooftop.check.probe import Probe
-from rooftop.check.tensorfile import TensorEntry
 from rooftop.pipeline.job import EvalJob
 from rooftop.verdict import Environment, Gate, Status
 
@@ -63,7 +63,9 @@ class CallRequest(_Request):
     gate: Gate
     shape: str
     seed: int
-    full: bool = False  # dump the whole outputs for a full comparison
+    full: bool = False  # write the whole outputs into `landing` for a full comparison
+    landing: LandingSpec | None = None  # full=True: where (a new id: its descriptor was sent just before)
+    pool_sets: int | None = None  # input sets the child keeps alive per shape (the memory plan's figure)
     profile: bool = False  # run under the profiler instead of the clock
     audit: bool = False  # count torch compute under the dispatch hook
     check_inputs: bool = False  # report probes of the inputs and whether the call changed them
@@ -102,6 +104,7 @@ class LoadReply(_Reply):
     op: Literal["load"] = "load"
     seconds: float = 0.0
     detail: str = ""
+    phases: dict[str, float] = {}  # the child's own start-up: imports, CUDA context, models
 
 
 class CallReply(_Reply):
@@ -110,7 +113,7 @@ class CallReply(_Reply):
     detail: str = ""  # a profiled call: why it ran unprofiled
     outputs: list[Probe] = []  # values at random positions of each output
     inputs: list[Probe] = []  # values at random positions of the inputs it generated
-    dump: list[TensorEntry] | None = None  # full=True: the outputs, written to the dump file
+    landed: list[Landed] | None = None  # full=True: every output's dtype and shape, and whether it was written
     findings: list[str] = []  # what the runtime audits saw
     changed_inputs: list[int] = []
     aliased_inputs: list[int] = []

@@ -59,6 +59,7 @@ class GateRunner:
         finally:
             state.shape = None
         record.seconds = record.seconds or time.monotonic() - started
+        ev.phases[f"gate_{step.gate.value}"] = time.monotonic() - started
         ev.verdict.gates.append(record)
         state.emit(GateFinished(gate=step.gate, ok=True, seconds=record.seconds, detail=record.detail))
         return True

@@ -14,6 +14,7 @@ import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -35,14 +36,18 @@ class ChildSession:
         self.scratch, self.log_path, self.sandbox = scratch, log_path, sandbox
         request_read, self._request_write = os.pipe()
         reply_read, reply_write = os.pipe()
+        # descriptors of shared memory (check/landing.py) go over a socket: pipes cannot carry them
+        self._descriptors, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         with open(log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [*sandbox.prefix, sys.executable, "-m", "rooftop.pipeline.child", str(request_read), str(reply_write)],
+                [*sandbox.prefix, sys.executable, "-m", "rooftop.pipeline.child", str(request_read), str(reply_write),
+                 str(theirs.fileno())],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                pass_fds=(request_read, reply_write), env=sandbox.env, cwd=scratch, start_new_session=True,
-                preexec_fn=sandbox.limits.apply)
+                pass_fds=(request_read, reply_write, theirs.fileno()), env=sandbox.env, cwd=scratch,
+                start_new_session=True, preexec_fn=sandbox.limits.apply)
         os.close(request_read)
         os.close(reply_write)
+        theirs.close()
         self._reply_read = reply_read
         self.reader = ChannelReader(reply_read)
         self._greeted = False
@@ -57,6 +62,13 @@ class ChildSession:
         except ValidationError:
             raise GateFailed(Status.rejected, f"expected the child's greeting, got {_short(message)}", lost="protocol")
         self._greeted = True
+
+    def send_descriptor(self, fd: int) -> None:
+        """Hand the child a descriptor (it reads it when a request names what it is for)."""
+        try:
+            socket.send_fds(self._descriptors, [b"d"], [fd])
+        except OSError:
+            raise GateFailed(None, *self._death(), lost="crash")
 
     def request(self, request: Request, expect: type[R], deadline: float) -> tuple[R, float]:
         """Send one request; its validated reply and the trusted wall time the round trip took."""
@@ -125,6 +137,7 @@ class ChildSession:
                 os.close(fd)
             except OSError:
                 pass
+        self._descriptors.close()
         self._stop()
 
     def _stop(self) -> None:

@@ -114,11 +114,11 @@ def cross_check(ev: Evaluation, shape: Shape, result: ShapeResult, sampling: Pai
     if stats.wall_seconds is not None and sum(stats.samples) > stats.wall_seconds:
         flags.append(("wall", f"the timed samples add up to {sum(stats.samples):.4g} s but the host's wall clock "
                       f"around them measured {stats.wall_seconds:.4g} s"))
-    kernel_seconds = result.profiled_kernel_seconds
-    if kernel_seconds is not None and stats.n and kernel_seconds > ESCAPED_WORK * stats.median:
+    kernel_seconds, event_seconds = result.profiled_kernel_seconds, result.profiled_event_seconds
+    if kernel_seconds is not None and event_seconds and kernel_seconds > ESCAPED_WORK * event_seconds:
         flags.append(("events", f"the profiled call's kernels took {kernel_seconds * 1e6:.1f} us, "
-                      f"{kernel_seconds / stats.median:.2f}x the {stats.median * 1e6:.1f} us median the events "
-                      "measured: work escaped the timed region"))
+                      f"{kernel_seconds / event_seconds:.2f}x the {event_seconds * 1e6:.1f} us that the events "
+                      "around that same call measured: work escaped the timed region"))
     for tag, message in flags:
         result.flags.append(tag)
         ev.verdict.warnings.append(f"[{tag}] shape '{shape.name}': {message}")
@@ -142,6 +142,7 @@ def judge_profile(ev: Evaluation, shape: Shape, result: ShapeResult, reply: Call
                          "harness's events see it")
     result.kernel_share = kernel_share(kernels, solution_kernel_names(ev.solution.files))
     result.profiled_kernel_seconds = sum(k.microseconds for k in kernels) / 1e6
+    result.profiled_event_seconds = reply.seconds
     if minimum is not None and (result.kernel_share or 0.0) < minimum:
         share = f"{100 * (result.kernel_share or 0.0):.0f}%"
         raise GateFailed(Status.rejected, f"[kernel-share] shape '{shape.name}': {share} of GPU time was in kernels "

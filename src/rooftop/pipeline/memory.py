@@ -1,0 +1,83 @@
+"""Device memory, planned before any candidate code runs.
+
+Two processes share the GPU: the trusted side (the reference, its inputs, the expected outputs,
+the shared memory the candidate's outputs land in) and the child (its inputs, the candidate's
+outputs and working memory). For each shape the plan takes the sizes of the inputs, outputs and
+weights from a run of the reference on the meta device (nothing allocated, nothing computed) and
+the device's free memory, and fixes how many input sets each side's pool keeps: as many as the L2
+rule wants (check/inputs.py), fewer when inputs are gigabytes, never fewer than two. A shape that
+cannot fit even then is refused, naming the bytes, before the candidate is built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from rooftop.check.inputs import pool_size
+from rooftop.problem.instance import ProblemInstance, construct, init_inputs, make_inputs
+from rooftop.problem.spec import Shape
+from rooftop.values import nbytes, tensors
+from rooftop.verdict import GateFailed, Status
+
+CHILD_CONTEXT = 1 << 30  # the child's CUDA context, its kernels' modules and the allocators' slack
+MARGIN = 0.05  # share of free memory left unplanned (fragmentation, cuBLAS workspaces)
+
+
+@dataclass
+class ShapeSizes:
+    inputs: int  # one input set
+    outputs: int  # the reference's outputs
+    weights: int  # parameters and buffers of one model
+
+    def fixed(self) -> int:
+        """Bytes needed besides the pools: on the trusted side one input set in flight, its copy for
+        the reference, the expected outputs, their landing and the copy judged; in the child the
+        inputs' snapshot, the candidate's outputs (two calls' worth) and the weights of both models."""
+        return 3 * self.inputs + 5 * self.outputs + 3 * self.weights
+
+    def need(self, sets: int) -> int:
+        return self.fixed() + 2 * sets * self.inputs
+
+
+def shape_sizes(instance: ProblemInstance, shape: Shape) -> ShapeSizes | None:
+    """Sizes from the reference run on the meta device; None where the meta device cannot run it
+    (an op without a meta kernel, a value read back), and the plan then leaves the shape to the
+    defaults."""
+    meta = torch.device("meta")
+    try:
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            inputs = make_inputs(instance.module, instance.spec, shape, 0, meta)
+            model = construct(instance.module.Model, init_inputs(instance.module, instance.spec, shape), 0, meta)
+            outputs = model(*inputs)
+    except Exception:
+        return None
+    weights = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()]) \
+        if isinstance(model, torch.nn.Module) else 0
+    return ShapeSizes(inputs=nbytes(inputs), outputs=sum(t.numel() * t.element_size() for t in tensors(outputs)),
+                      weights=weights)
+
+
+def plan_pools(instance: ProblemInstance, shapes: list[Shape], free: int) -> dict[str, int]:
+    """Input sets per shape, for both sides; a GateFailed (internal_error) names a shape that cannot fit."""
+    budget = int(free * (1 - MARGIN)) - CHILD_CONTEXT
+    plan: dict[str, int] = {}
+    for shape in shapes:
+        sizes = shape_sizes(instance, shape)
+        if sizes is None:
+            continue
+        if sizes.need(2) > budget:
+            raise GateFailed(Status.internal_error, f"[memory] shape '{shape.name}' cannot be evaluated on this "
+                             f"device: it needs at least {_gb(sizes.need(2))} of device memory (one input set "
+                             f"{_gb(sizes.inputs)}, outputs {_gb(sizes.outputs)}, weights {_gb(sizes.weights)}; two "
+                             f"input sets per side, the reference's and the candidate's outputs and working copies), "
+                             f"and {_gb(free)} is free")
+        wanted = pool_size(sizes.inputs)
+        fitting = (budget - sizes.fixed()) // max(2 * sizes.inputs, 1)
+        plan[shape.name] = int(max(2, min(wanted, fitting)))
+    return plan
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.2f} GB"
