@@ -88,8 +88,11 @@ class Harness:
         except GateFailed as failed:
             reply = REPLY_FOR[op](failure=Failure(status=failed.status, messages=failed.messages, cached=failed.cached))
         except Exception as exc:  # candidate code raised where no gate expected it
-            reply = REPLY_FOR[op](failure=Failure(status=status_for_exception(exc, self.gate),
-                                                  messages=[describe(exc, self.job) if self.job else repr(exc)]))
+            message = describe(exc, self.job) if self.job else repr(exc)
+            if _out_of_memory(exc):
+                message = "[memory] an allocation of the candidate's own failed (the harness's inputs and " \
+                    f"snapshots were already made): {message}"
+            reply = REPLY_FOR[op](failure=Failure(status=status_for_exception(exc, self.gate), messages=[message]))
         reply.id = request.id
         return reply
 
@@ -180,6 +183,13 @@ class Harness:
 HANDLERS: dict[str, Callable[[Harness, Any], _Reply]] = {
     "job": Harness.take_job, "build": Harness.build, "load": Harness.load, "call": Harness.call,
 }
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    import torch
+
+    return isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or "can't allocate memory" in str(exc) \
+        or "out of memory" in str(exc).lower()
 
 
 def _age() -> float:
