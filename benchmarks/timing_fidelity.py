@@ -124,8 +124,11 @@ def build_cases(device: torch.device, quick: bool) -> dict[str, Case]:
     }
 
 
-def make_policy(device: str, max_seconds: float) -> TimingPolicy:
-    return TimingPolicy.for_device("cpu") if device == "cpu" else TimingPolicy(max_seconds=max_seconds)
+def make_policy(device: str, max_seconds: float, min_wall_seconds: float | None = None) -> TimingPolicy:
+    if device == "cpu":
+        return TimingPolicy.for_device("cpu")
+    extra = {} if min_wall_seconds is None else {"min_wall_seconds": min_wall_seconds}
+    return TimingPolicy(max_seconds=max_seconds, **extra)
 
 
 def policy_note(policy: TimingPolicy, device: str) -> str:
@@ -193,7 +196,7 @@ def repro_worker(args: argparse.Namespace) -> None:
     device = torch.device(args.device)
     torch.set_float32_matmul_precision("highest")  # fp32 GEMMs in IEEE fp32, no TF32
     cases, clock = build_cases(device, args.quick), clock_for(device)
-    policy = make_policy(args.device, args.max_seconds)
+    policy = make_policy(args.device, args.max_seconds, args.min_wall_seconds)
     sm, why = SmClock.open(device) if device.type == "cuda" else (None, "not a GPU")
     methods = [m for m in METHODS if device.type == "cuda" or m != "do_bench"]
     order = methods[args.index % len(methods):] + methods[:args.index % len(methods)]  # drift hits each method
@@ -344,6 +347,8 @@ def run_workers(names: list[str], args: argparse.Namespace) -> list[dict[str, An
             out = Path(tmp, "run.json")
             command = [sys.executable, SCRIPT, "--repro-worker", "--index", str(i), "--out", str(out),
                        "--cases", ",".join(names), "--device", args.device, "--max-seconds", str(args.max_seconds)]
+            if args.min_wall_seconds is not None:
+                command += ["--min-wall-seconds", str(args.min_wall_seconds)]
             began = time.perf_counter()
             try:
                 proc = subprocess.run(command + (["--quick"] if args.quick else []), capture_output=True, text=True,
@@ -476,6 +481,8 @@ def main() -> None:
     parser.add_argument("--processes", type=int, help="fresh processes for reproducibility (default 5, 2 with --quick)")
     parser.add_argument("--calls", type=int, default=20, help="profiled calls per case under ncu")
     parser.add_argument("--max-seconds", type=float, default=5.0, help="cap on rooftop's measured time per case")
+    parser.add_argument("--min-wall-seconds", type=float, help="the stopping rule's wall-time minimum (default: the "
+                        "policy's; a huge value gives the measured-time minimum alone, the rule before it)")
     parser.add_argument("--ncu-timeout", type=int, default=300)
     parser.add_argument("--worker-timeout", type=int, default=300)
     parser.add_argument("--json", type=Path)
@@ -504,7 +511,7 @@ def main() -> None:
     if not skip:
         note = f"  {ncu['error'][:300]}" if ncu["error"] else ""
         print(f"ncu: done {time.perf_counter() - began:.0f} s after the start{note}", file=sys.stderr, flush=True)
-    policy = make_policy(args.device, args.max_seconds)
+    policy = make_policy(args.device, args.max_seconds, args.min_wall_seconds)
     meta = {"date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "env": next((r["env"] for r in runs if "env" in r), {}), "processes": args.processes, "calls": args.calls,
             "ncu_flags": NCU_FLAGS, "ncu_error": ncu.get("error"), "ncu_cases": len(ncu.get("cases", {})),

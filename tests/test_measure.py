@@ -157,3 +157,43 @@ def test_a_gpu_at_its_power_limit_idles_before_the_next_sample():
     assert sampler.pause_after(0.01, 1700.0) == pytest.approx(0.02)  # 85 %: twice the call
     assert sampler.pause_after(1.0, 1700.0) == 0.05  # capped
     assert Sampler(policy, FakeWall()).pause_after(0.01, 100.0) == 0.0  # clocks unknown
+
+
+def _sample_until_stopped(policy, seconds, wall_per_call, limit=5000):
+    wall = FakeWall()
+    sampler = Sampler(policy, wall)
+    n = 0
+    while sampler.stopped_by is None and n < limit:
+        wall.now += wall_per_call
+        sampler.add(seconds * (1 + 0.001 * (n % 3)))
+        n += 1
+    return sampler, wall.now
+
+
+def test_a_short_kernel_stops_on_precision_after_the_wall_time_minimum():
+    """25 us calls costing 1 ms of wall each: 0.5 s of measured time would take 20,000 calls, so
+    the measured-time minimum alone ran into the sample cap; the wall-time minimum lets it stop."""
+    policy = TimingPolicy(warmup_calls=0, warmup_seconds=0)
+    sampler, wall = _sample_until_stopped(policy, 25e-6, 1e-3)
+    assert sampler.stopped_by == "precision"
+    assert 0.5 <= wall < 0.6 and len(sampler.samples) < policy.max_samples
+    old = policy.model_copy(update={"min_wall_seconds": float("inf")})
+    assert _sample_until_stopped(old, 25e-6, 1e-3)[0].stopped_by == "max_samples"
+
+
+def test_a_long_kernel_still_stops_on_measured_time():
+    """A 4 ms kernel whose calls cost 20 ms of wall: the wall-time minimum does not apply to it."""
+    policy = TimingPolicy(warmup_calls=0, warmup_seconds=0)
+    sampler, wall = _sample_until_stopped(policy, 4e-3, 20e-3)
+    assert sampler.stopped_by == "precision" and sum(sampler.samples) >= policy.min_seconds
+    assert len(sampler.samples) == 125 and wall > 2.0
+
+
+def test_precision_is_still_required_after_the_wall_time_minimum():
+    policy = TimingPolicy(warmup_calls=0, warmup_seconds=0, max_samples=400)
+    wall = FakeWall()
+    sampler = Sampler(policy, wall)
+    for i in range(400):  # noisy: alternating 20 and 40 us, the median never settles within 0.5 %
+        wall.now += 2e-3
+        sampler.add(20e-6 if i % 2 else 40e-6)
+    assert sampler.stopped_by == "max_samples"
