@@ -3,6 +3,8 @@ PY := $(VENV)/bin/python
 
 .PHONY: setup demo lint test test-gpu clean
 
+# setup_venv.sh reads VENV, PYTHON, WHEELS (a folder of wheels: install offline), REUSE_TORCH and
+# INSTALL; e.g. `make demo WHEELS=.whl` on a machine that cannot reach PyPI
 setup:
 	@VENV=$(VENV) ./scripts/setup_venv.sh
 

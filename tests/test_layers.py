@@ -12,6 +12,7 @@ SRC = Path(__file__).parents[1] / "src" / "rooftop"
 # top to bottom; packages on one line are peers and do not import each other
 LAYERS = [
     ["cli"],
+    ["batch"],
     ["api"],
     ["pipeline"],
     ["store"],

@@ -8,6 +8,7 @@ environment all call to judge a solution and keep the verdict.
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 from rooftop.pipeline.evaluate import evaluate
@@ -35,8 +36,11 @@ def run_evaluation(problem: Problem | str | Path, solution: Solution | str | Pat
     """
     problem = problem if isinstance(problem, Problem) else resolve(str(problem))
     solution = solution if isinstance(solution, Solution) else load_solution(solution)
+    started = time.perf_counter()
     check_once(problem)
+    checked = time.perf_counter() - started
     verdict = evaluate(problem, solution, settings, events=events, cancel=cancel)
+    verdict.phases = {"check_problem": round(checked, 4), **verdict.phases}
     if store is None:
         return verdict
     opened = store if isinstance(store, Store) else Store(store)

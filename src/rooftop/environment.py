@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import socket
 from importlib import metadata
@@ -87,3 +88,13 @@ def driver_version() -> str | None:
         return None
     words = [w for w in first.split() if w.count(".") >= 1 and w.replace(".", "").isdigit()]
     return words[0] if words else None
+
+
+def process_age() -> float:
+    """Seconds since this process was created: its interpreter's start and its imports so far."""
+    try:
+        with open("/proc/self/stat") as stat, open("/proc/uptime") as uptime:
+            ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+            return max(0.0, float(uptime.read().split()[0]) - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0

@@ -8,11 +8,14 @@ CPU. The child copies each output whose size fits its region into it and reports
 dtype and shape. Nothing goes through a file, so neither a file-size limit nor a disk is involved,
 and a 6 GiB output costs milliseconds.
 
-The trusted side maps the allocation read-only and copies each output out before judging it, so
-what it compares is a snapshot the child cannot change afterwards, and nothing the trusted side
-relies on lives in memory the child can write. An output whose size does not fit its region is
-never read: it stands as an empty tensor of the reported shape and dtype, which the comparison
-rejects for its shape or dtype.
+The trusted side maps the allocation read-only, and nothing it relies on lives in memory the child
+can write: the allocation is only a landing area, read once per call. On the CPU each output is
+copied out; on a GPU the comparison reads the landing in place (a copy of a 6 GB output is 6 GB
+the device may not have), chunk by chunk into float64 copies. A child writing the landing while
+it is read can only change what it is judged on into other values it wrote itself: it still
+never sees the expected outputs, and no timed call is checked this way. An output whose size does
+not fit its region is never read: it stands as an empty tensor of the reported shape and dtype,
+which the comparison rejects for its shape or dtype.
 """
 
 from __future__ import annotations
@@ -110,8 +113,8 @@ class Landing:
         return sizes == self.sizes
 
     def read(self, landed: list[Landed]) -> list[torch.Tensor]:
-        """The outputs the child reported, copied out of the shared memory; a ValueError says what
-        about the report does not add up (the child's own description of what it wrote)."""
+        """The outputs the child reported (on the CPU copied out, on a GPU read-only views valid
+        until the next call); a ValueError says what about the report does not add up."""
         out = []
         for i, entry in enumerate(landed):
             dtype = DTYPES.get(entry.dtype)
@@ -133,7 +136,7 @@ class Landing:
         if nbytes == 0:
             return torch.empty(0, dtype=torch.uint8, device=self.device)
         if self.device.type == "cuda":
-            return self._mapping.bytes[region.offset:region.offset + nbytes].clone()
+            return self._mapping.bytes[region.offset:region.offset + nbytes]  # read in place (read-only)
         view = np.frombuffer(self._mapping, dtype=np.uint8, count=nbytes, offset=region.offset)
         return torch.from_numpy(view.copy())
 

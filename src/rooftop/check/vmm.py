@@ -99,7 +99,8 @@ class Mapping:
         except VmmError:
             self.close()
             raise
-        self.bytes: torch.Tensor | None = torch.as_tensor(_Pointer(self.address, nbytes), device=torch.device("cuda", device))
+        where = torch.device("cuda", device)
+        self.bytes: torch.Tensor | None = torch.as_tensor(_Pointer(self.address, nbytes), device=where)
 
     def export(self) -> int:
         """A new file descriptor for the allocation (the caller sends it, then closes it)."""

@@ -25,6 +25,7 @@ from rooftop.cli.common import (
     cli_app,
     out,
 )
+from rooftop.cli.kernelbench import register as register_kernelbench_commands
 from rooftop.cli.measure import register as register_measure_commands
 from rooftop.cli.results import register as register_results_commands
 from rooftop.errors import UserError
@@ -89,6 +90,8 @@ def eval_command(
     graphs: GraphsOpt = False,
     json_output: JsonOpt = False,
     db: DbOpt = Path("rooftop.db"),
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="also print where the time went, phase by "
+                                          "phase")] = False,
 ) -> None:
     """Evaluate one solution of one problem and print the verdict."""
     # the paths are checked before the evaluation pipeline (and torch with it) is imported, so a
@@ -104,6 +107,9 @@ def eval_command(
     from rooftop.store.db import Store
 
     settings = _settings(device, shapes, timeout, seed, timing, sandbox, graphs)
+    from rooftop.environment import process_age
+
+    before = process_age()  # this process's start, its imports and loading the problem
     store = Store(db)
     try:
         with event_display(not json_output) as display:
@@ -115,6 +121,12 @@ def eval_command(
         sys.stdout.write(verdict.model_dump_json(indent=2) + "\n")
         return
     print_verdict(verdict, out)
+    if verbose:
+        from rooftop.cli.render import phase_table
+
+        out.print(f"[dim]{before:.2f} s from this process's start to the evaluation (interpreter, imports, "
+                  "loading the problem)[/dim]")
+        out.print(phase_table(verdict))
     stored = any(r.baselines for r in verdict.shapes)
     if not stored and verdict.environment and verdict.environment.device == "cuda" and settings.timing:
         out.print(f"[dim]no stored torch.compile or SOTA baselines for this platform: "
@@ -133,9 +145,12 @@ def demo_command(
     json_output: JsonOpt = False,
     db: DbOpt = Path("rooftop.db"),
 ) -> None:
-    """Evaluate every bundled solution of a deck and print one table (the quick-start job)."""
+    """Evaluate every bundled solution of a deck and print one table (the quick-start job). When
+    stdout is not a terminal, a line per verdict comes first, as each finishes."""
+    import time
+
     from rooftop.api import run_evaluation
-    from rooftop.cli.progress import event_display
+    from rooftop.cli.progress import event_display, verdict_lines
     from rooftop.cli.render import summary_table
     from rooftop.pipeline.evaluate import resolve_device
     from rooftop.problem.registry import bundled_names, expected_statuses, resolve
@@ -156,11 +171,16 @@ def demo_command(
     store.start_run()
     rows = []
     dev = resolve_device(settings.device)
+    lines = verdict_lines(not json_output, total=len(jobs))
     with event_display(not json_output, total=len(jobs)) as display:
         for problem, entry, expected in jobs:
-            events = display.start(f"{problem.name}/{entry.name}")
+            label = f"{problem.name}/{entry.name}"
+            events = display.start(label)
+            started = time.monotonic()
             verdict = run_evaluation(problem, load_solution(entry), settings, store=store, events=events)
-            rows.append((problem.name, entry.name, verdict, (expected or {}).get(dev)))
+            wanted = (expected or {}).get(dev)
+            rows.append((problem.name, entry.name, verdict, wanted))
+            lines.finished(label, verdict.status.value, wanted, time.monotonic() - started)
             display.advance()
     store.close()
     if json_output:
@@ -169,10 +189,12 @@ def demo_command(
     out.print(summary_table(rows))
     mismatched = [r for r in rows if r[3] is not None and r[3] != r[2].status.value]
     out.print(f"{len(rows)} verdicts on {dev}, recorded in {db}"
-              + (f"; [bold red]{len(mismatched)} differ from the expected status[/bold red]" if mismatched else
+              + (f"; [bold red]{len(mismatched)} {'differs' if len(mismatched) == 1 else 'differ'} from the expected "
+                 "status[/bold red]" if mismatched else
                  "; every status is the expected one"))
     for problem_name, name, verdict, _ in mismatched:
-        out.print(f"[red]{problem_name}/{name}[/red]: {verdict.status.value}: {' | '.join(verdict.messages)[:400]}")
+        out.print(f"[red]{problem_name}/{name}[/red]: {verdict.status.value}: {' | '.join(verdict.messages)[:400]}",
+                  soft_wrap=True)
 
 
 def _solution_entries(folder: Path) -> list[Path]:
@@ -245,6 +267,7 @@ def problems_show(name: Annotated[str, typer.Argument(metavar="NAME", help="bund
 
 register_measure_commands(app)
 register_results_commands(app)
+register_kernelbench_commands(app)
 
 
 def main() -> None:

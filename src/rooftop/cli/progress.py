@@ -1,11 +1,13 @@
 """The evaluation's events as a person sees them: a live line on a terminal, one line per gate
-when the output is piped (so a log shows what ran and what it was waiting on)."""
+when the output is piped (so a log shows what ran and what it was waiting on), and for a run of
+many evaluations one line per verdict on a piped stdout."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TextIO
 
 from rich.console import Console
 from rich.progress import TaskID
@@ -46,13 +48,13 @@ class EventDisplay:
         elif isinstance(event, GateFinished) and not event.ok and not self.live:
             status = event.status.value if event.status else "failed"
             self.console.print(f"{self.label}: {event.gate.value} failed after {event.seconds:.1f} s ({status})",
-                               highlight=False, markup=False)
+                               highlight=False, markup=False, soft_wrap=True)
 
     def _now(self, what: str, extra: str = "") -> None:
         if self.live:
             self._bar.update(self._task, description=f"{self.label}: {what}")
         else:
-            self.console.print(f"{self.label}: {what}{extra}", highlight=False, markup=False)
+            self.console.print(f"{self.label}: {what}{extra}", highlight=False, markup=False, soft_wrap=True)
 
     def _limit(self, event: GateStarted) -> str:
         parts = [f"{event.shapes} shape{'s' if event.shapes != 1 else ''}"] if event.shapes else []
@@ -68,3 +70,32 @@ def event_display(enabled: bool, total: int | None = None) -> Iterator[EventDisp
     display = EventDisplay(err, live, total, silent=not enabled)
     with display._bar:
         yield display
+
+
+class VerdictLines:
+    """One line per finished verdict, for a log (CI, `| tee`) that would otherwise show nothing
+    of a long run until its final table. Writes to the stream it was given, not to `sys.stdout`
+    at the time of writing: a live display on a terminal's stderr redirects that to itself."""
+
+    def __init__(self, stream: TextIO | None, total: int) -> None:
+        self._stream, self._total, self._done = stream, total, 0
+
+    def finished(self, name: str, status: str, expected: str | None, seconds: float) -> None:
+        self._done += 1
+        if self._stream is None:
+            return
+        if expected is None:
+            note = "no expected status"
+        elif expected == status:
+            note = "as expected"
+        else:
+            note = f"expected {expected}"
+        self._stream.write(f"[{self._done}/{self._total}] {name}: {status} ({note}) in {seconds:.1f} s\n")
+        self._stream.flush()
+
+
+def verdict_lines(enabled: bool, total: int) -> VerdictLines:
+    """Lines on stdout when it is not a terminal (a terminal gets the live display and the table
+    alone); none when off. Call it before the live display starts."""
+    stream = sys.stdout if enabled and not sys.stdout.isatty() else None
+    return VerdictLines(stream, total)

@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rooftop.environment import process_age
 from rooftop.integrity.audit import TamperGuard
 from rooftop.pipeline.channel import ChannelWriter
 from rooftop.pipeline.child_build import build, describe, prepare_build_folder, status_for_exception
@@ -55,7 +56,7 @@ def main(argv: list[str]) -> int:
 
     # the guard is armed before any candidate code runs
     harness = Harness(TamperGuard(), socket.socket(fileno=descriptor_fd))
-    harness.phases["interpreter_and_imports"] = _age()
+    harness.phases["interpreter_and_imports"] = process_age()
     channel.send("hello")
     for line in requests:
         try:
@@ -190,16 +191,6 @@ def _out_of_memory(exc: BaseException) -> bool:
 
     return isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or "can't allocate memory" in str(exc) \
         or "out of memory" in str(exc).lower()
-
-
-def _age() -> float:
-    """Seconds since this process was created (the interpreter's start and the imports so far)."""
-    try:
-        with open("/proc/self/stat") as stat, open("/proc/uptime") as uptime:
-            ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
-            return max(0.0, float(uptime.read().split()[0]) - ticks / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError):
-        return 0.0
 
 
 def candidate_class(module: ModuleType | None) -> type:

@@ -32,10 +32,11 @@ class ShapeSizes:
     weights: int  # parameters and buffers of one model
 
     def fixed(self) -> int:
-        """Bytes needed besides the pools: on the trusted side one input set in flight, its copy for
-        the reference, the expected outputs, their landing and the copy judged; in the child the
-        inputs' snapshot, the candidate's outputs (two calls' worth) and the weights of both models."""
-        return 3 * self.inputs + 5 * self.outputs + 3 * self.weights
+        """Bytes needed besides the pools (each pool holds the set in flight): on the trusted side
+        the expected outputs and their landing (read in place) and the reference's weights; in the
+        child the inputs' snapshot of a checked call, the candidate's outputs and two models'
+        weights (the reference's, built to copy from, and the candidate's)."""
+        return self.inputs + 3 * self.outputs + 3 * self.weights
 
     def need(self, sets: int) -> int:
         return self.fixed() + 2 * sets * self.inputs

@@ -43,7 +43,7 @@ class GateRunner:
                 shape_started = self._arm(ev, step, shape)
                 if index == 1:
                     announce()
-                record = step.run(ev, shape)
+                record = _run_step(step, ev, shape)
                 if shape is not None:
                     kept = ev.results[shape.name].candidate
                     state.emit(ShapeDone(gate=step.gate, shape=shape.name, index=index, of=len(shapes),
@@ -86,6 +86,17 @@ class GateRunner:
             verdict.gates.append(GateRecord(gate=gate, ok=False, seconds=seconds, cached=failed.cached,
                                             detail=(messages or [""])[0][:200]))
         return status
+
+
+def _run_step(step: GateStep, ev: Evaluation, shape: Shape | None) -> GateRecord:
+    """One gate's work; this process running out of memory is the harness's failure."""
+    import torch
+
+    try:
+        return step.run(ev, shape)
+    except (MemoryError, torch.OutOfMemoryError) as exc:
+        message = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        raise GateFailed(Status.internal_error, f"[memory] the trusted side ran out of memory: {message}") from exc
 
 
 def describe_failure(ev: Evaluation, gate: Gate, failed: GateFailed) -> list[str]:

@@ -57,10 +57,15 @@ class TrustedReference:
 
     def run(self, shape: Shape, inputs: list[Any], timed: bool = False,
             graph: bool = False) -> tuple[Any, float | None]:
-        """The expected output for these inputs (on a copy), and its time when asked: timed
-        like the candidate, from the same kind of input pool, in a CUDA graph when it is."""
+        """The expected output for these inputs, and its time when asked: timed like the candidate,
+        from the same kind of input pool, in a CUDA graph when it is.
+
+        The reference runs on the inputs themselves, not a copy (a copy of a 6 GB input is 6 GB the
+        device may not have); a reference that changed them in place (their version counters moved)
+        gets them made again from the same seed by the caller (`changed_inputs`)."""
         model = self.instance.model(shape)
-        args = clone(inputs)
+        args = inputs
+        versions = _versions(args)
         box: dict[str, Any] = {}
 
         def call() -> None:
@@ -79,7 +84,10 @@ class TrustedReference:
                 call()
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
+        self.changed_inputs = _versions(args) != versions
         return box["out"], seconds
+
+    changed_inputs = False  # the last run changed its inputs in place
 
     def release(self) -> None:
         torch.set_num_threads(self._threads)
@@ -89,3 +97,8 @@ class TrustedReference:
         self._clock = None
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
+
+
+def _versions(values: list[Any]) -> list[int]:
+    """The in-place version counter of each tensor input (it moves whenever one is written)."""
+    return [v._version for v in values if isinstance(v, torch.Tensor)]

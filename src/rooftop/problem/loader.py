@@ -13,7 +13,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from rooftop.errors import SpecError
-from rooftop.problem.spec import ParamValue, Problem, ProblemSpec, Shape
+from rooftop.problem.spec import Problem, ProblemSpec
 
 REQUIRED_FUNCTIONS = ("get_inputs", "get_init_inputs")
 MAX_REPORTED_ERRORS = 8  # one line on a terminal stays readable; the rest are counted
@@ -221,20 +221,17 @@ def _check_reference(path: Path, kernelbench: bool) -> ast.Module:
 
 
 def _load_kernelbench_file(path: Path) -> Problem:
-    """A single file with Model, zero-argument get_inputs/get_init_inputs and shape constants."""
+    """A single file with Model, zero-argument get_inputs/get_init_inputs and shape constants; its
+    roofline figures are estimated (problem/figures.py) when its reference runs on the meta device."""
+    from rooftop.problem.figures import CountFailed, estimate
+    from rooftop.problem.kernelbench import describe, kernelbench_spec
+
     tree = _check_reference(path, kernelbench=True)
-    constants: dict[str, ParamValue] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            value = node.value
-            if isinstance(value, ast.Constant) and isinstance(value.value, (int, float)) \
-                    and not isinstance(value.value, bool):
-                constants[node.targets[0].id] = value.value
+    try:
+        figures = estimate(path)
+    except CountFailed:
+        figures = None  # no figures, no roofline; checking the problem says what is wrong with it
     name = path.stem.replace(" ", "_")
-    doc = ast.get_docstring(tree) or f"KernelBench-style problem from {path.name}"
-    spec = ProblemSpec(
-        name="".join(c if c.isalnum() or c in "_.-" else "_" for c in name),
-        title=name, description=doc, version=1, dtype="float32", regime="compute",
-        shapes=[Shape(name="default", params=constants)], kernelbench=True,
-    )
+    spec = kernelbench_spec(tree, name, name, describe(tree) or f"KernelBench-style problem from {path.name}",
+                            figures)
     return Problem(spec=spec, root=path.parent.resolve(), reference=path.resolve())

@@ -111,6 +111,16 @@ class ProblemSpec(Strict):
     # always timed: it is the paired reference of every verdict)
     skip_baselines: dict[Literal["compile", "sota"], Annotated[str, Field(min_length=1)]] = {}
     kernelbench: bool = False  # loaded from a single file: get_inputs() takes no shape arguments
+    # Where `flops` and `bytes` come from. `exact`: formulas the problem's author wrote.
+    # `estimated`: counted by rooftop for a problem that came without formulas (a KernelBench file):
+    # FLOPs of the ops torch's FlopCounterMode knows (matmuls, convolutions, attention; elementwise
+    # work counts nothing) and bytes = inputs + outputs + parameters + buffers, each storage once,
+    # all while the reference runs on the meta device. The regime then follows from the arithmetic
+    # intensity: `compute` when flops / bytes reaches the ridge point of the reference GPU's
+    # datasheet for the problem's dtype (H100 SXM: fp32 peak / DRAM bandwidth, about 20 FLOP/byte),
+    # else `memory` (problem/figures.py). Verdicts carry this, so a roofline read against
+    # estimated figures says so.
+    figures: Literal["exact", "estimated"] = "exact"
 
     @field_validator("dtype", "peak_dtype")
     @classmethod

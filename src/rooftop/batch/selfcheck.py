@@ -1,0 +1,126 @@
+"""Each problem's reference evaluated as its own candidate: the check that a deck (an imported one
+above all) is sound before any solution is judged by it.
+
+The candidate is the reference's source with `ModelNew = Model` added. It must come out
+`correct`, and on a GPU its speedup over eager must be 1.0 within its 95 % interval on every
+timed shape: anything else means the problem cannot be judged as written (a reference that is
+not deterministic, inputs the evaluation cannot make, a timing that favours one side). On a CPU,
+or where no interval was measured, the row says that the speedup was not checked. The problem's
+own policy is lifted for this check: it says what candidates may not call, and the reference
+calls exactly that.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from rooftop.api import run_evaluation
+from rooftop.batch import Progress, Quiet
+from rooftop.errors import UserError
+from rooftop.pipeline.evaluate import resolve_device
+from rooftop.pipeline.job import Settings
+from rooftop.problem.spec import Policy, Problem
+from rooftop.store.db import Store
+from rooftop.verdict import Status, Verdict
+
+
+class ShapeSpeedup(BaseModel):
+    shape: str
+    speedup: float | None = None
+    low: float | None = None  # the speedup's 95 % interval
+    high: float | None = None
+    flags: list[str] = []
+
+
+class SelfCheckRow(BaseModel):
+    problem: str
+    # the verdict's status; when none was made: `problem_error` (the problem's own code does not
+    # fit its shapes) or `error` (rooftop failed: a bug)
+    status: str
+    passed: bool
+    interval_checked: bool  # false on a CPU, or where no shape's interval was measured
+    reason: str = ""
+    speedup: float | None = None  # geometric mean over the trusted timed shapes
+    shapes: list[ShapeSpeedup] = []
+
+
+def selfcheck(problems: list[Problem], settings: Settings, store: Store | None = None,
+              progress: Progress | None = None, tolerance: float = 0.0) -> list[SelfCheckRow]:
+    """One row per problem, in order. With `tolerance` t an interval passes when it reaches
+    [1 - t, 1 + t] rather than 1.0 itself: GPU intervals are often a few hundredths of a percent
+    wide, so a bias of a fraction of a percent fails the strict check."""
+    progress = progress or Quiet()
+    device = resolve_device(settings.device)
+    rows = []
+    for problem in problems:
+        events = progress.start(problem.name)
+        with tempfile.TemporaryDirectory(prefix="rooftop-selfcheck-") as folder:
+            solution = self_solution(problem, Path(folder))
+            try:
+                verdict = run_evaluation(relaxed(problem), solution, settings, store=store, events=events)
+            except Exception as exc:  # recorded with its cause; the other problems are still checked
+                rows.append(SelfCheckRow(problem=problem.name, status=failure_status(exc), passed=False,
+                                         interval_checked=False, reason=one_line(exc)))
+            else:
+                rows.append(judge(problem.name, verdict, device, tolerance))
+        progress.advance()
+    return rows
+
+
+def failure_status(exc: Exception) -> str:
+    """`problem_error` when the problem's own code does not fit its shapes (a SpecError), else
+    `error`: rooftop itself failed, which is a bug to report."""
+    return "problem_error" if isinstance(exc, UserError) else "error"
+
+
+def one_line(exc: Exception, limit: int = 300) -> str:
+    text = " ".join((str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}").split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def self_solution(problem: Problem, folder: Path) -> Path:
+    """A solution file holding the reference as the candidate."""
+    path = folder / "solution.py"
+    path.write_text(problem.reference.read_text().rstrip("\n") + "\n\n\nModelNew = Model\n")
+    return path
+
+
+def relaxed(problem: Problem) -> Problem:
+    """The problem with no policy of its own (the global rules of the static gate still apply)."""
+    return problem.model_copy(update={"spec": problem.spec.model_copy(update={"policy": Policy()})})
+
+
+def judge(name: str, verdict: Verdict, device: str, tolerance: float = 0.0) -> SelfCheckRow:
+    shapes = [ShapeSpeedup(shape=r.shape, speedup=r.speedup, low=r.speedup_low, high=r.speedup_high, flags=r.flags)
+              for r in verdict.shapes if r.candidate is not None]
+    row = SelfCheckRow(problem=name, status=verdict.status.value, passed=False, interval_checked=False,
+                       speedup=verdict.summary.geomean_speedup, shapes=shapes)
+    if verdict.status is not Status.correct:
+        first = verdict.messages[0] if verdict.messages else f"the verdict is {verdict.status.value}"
+        row.reason = " ".join(first.split())[:300]
+        return row
+    row.passed = True
+    measured = [s for s in shapes if s.low is not None and s.high is not None]
+    if device != "cuda":
+        row.reason = "correct; on a CPU the speedup interval is not checked"
+        return row
+    if not measured:
+        row.reason = "correct; no speedup interval was measured" + (" (timing was off)" if not shapes else "")
+        return row
+    row.interval_checked = True
+    outside = [s for s in measured if s.low is not None and s.high is not None
+               and not (s.low <= 1.0 + tolerance and s.high >= 1.0 - tolerance)]
+    if outside:
+        row.passed = False
+        target = f"1.0 ± {tolerance:.3g}" if tolerance else "1.0"
+        row.reason = "; ".join(f"shape '{s.shape}': speedup {s.speedup or 0:.3f}x, 95 % interval "
+                               f"[{s.low:.3f}, {s.high:.3f}] excludes {target}" for s in outside)
+    elif len(measured) < len(shapes):
+        row.reason = f"no interval on {', '.join(s.shape for s in shapes if s not in measured)}"
+    flagged = sorted({f for s in shapes for f in s.flags})
+    if flagged:
+        row.reason = "; ".join(filter(None, [row.reason, f"timing flagged: {', '.join(flagged)}"]))
+    return row

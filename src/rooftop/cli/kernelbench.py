@@ -1,0 +1,246 @@
+"""`rooftop import kernelbench`, `rooftop selfcheck` and `rooftop batch-kb`: KernelBench's problems
+as decks, a deck's references checked against themselves, and a run of generations scored."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from rooftop.cli.common import (
+    DeviceOpt,
+    JsonOpt,
+    Sandbox,
+    SandboxOpt,
+    ShapesOpt,
+    TimeoutOpt,
+    cli_app,
+    out,
+    progress_bar,
+)
+from rooftop.errors import UserError
+from rooftop.pipeline.job import DeviceChoice
+
+if TYPE_CHECKING:
+    from rooftop.batch.selfcheck import SelfCheckRow
+    from rooftop.pipeline.job import Settings
+    from rooftop.problem.kernelbench import ImportReport
+
+import_app = cli_app("Import another benchmark's problems as decks.", no_args_is_help=True)
+
+SourceArg = Annotated[Path, typer.Argument(
+    metavar="PATH", help="KernelBench checkout (its KernelBench/level*/ folders), one level folder, "
+                         "or a .parquet file of its dataset")]
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(import_app, name="import")
+    app.command("selfcheck")(selfcheck_command)
+    app.command("batch-kb")(batch_command)
+
+
+@import_app.command("kernelbench")
+def import_command(
+    path: SourceArg,
+    into: Annotated[Path | None, typer.Option(
+        "--into", metavar="DIR", help="deck root to write into (default: $ROOFTOP_DECKS, else "
+                                      "~/.local/share/rooftop/decks)")] = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Write each KernelBench file as problem kernelbench/level{L}/{file} of the user's decks."""
+    from rooftop.problem.kernelbench import import_kernelbench
+    from rooftop.problem.registry import deck_roots, user_decks_root
+
+    root = into or user_decks_root()
+    with progress_bar(not json_output) as bar:
+        task = bar.add_task("import", total=None)
+
+        def step(name: str, index: int, total: int) -> None:
+            bar.update(task, description=f"counting {name}", completed=index, total=total)
+
+        report = import_kernelbench(path, root, progress=step)
+    if json_output:
+        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+        return
+    out.print(_import_table(report))
+    for item in report.imported:
+        if item.not_counted:
+            out.print(f"[yellow]{item.name}[/yellow]: no figures ({item.not_counted})", highlight=False)
+    for skipped in report.skipped:
+        out.print(f"[red]skipped {skipped.origin}[/red]: {skipped.reason}", highlight=False)
+    addressed = any(root.resolve() == r.resolve() for r in deck_roots())
+    out.print(f"[dim]{len(report.imported)} problems under {root / 'kernelbench'}"
+              + ("; `rooftop problems` lists them" if addressed else
+                 f"; set ROOFTOP_DECKS={root} to address them by name") + "[/dim]", highlight=False)
+
+
+def _import_table(report: ImportReport) -> Table:
+    table = Table(title=f"KernelBench imported into {report.root}", header_style="bold")
+    for col in ("deck", "problems", "added", "updated", "unchanged", "compute", "memory", "no figures"):
+        table.add_column(col, justify="left" if col == "deck" else "right")
+    decks: dict[str, list[Any]] = {}
+    for item in report.imported:
+        decks.setdefault(item.name.rsplit("/", 1)[0], []).append(item)
+    for deck, items in decks.items():
+        table.add_row(deck, str(len(items)), _count(items, change="added"), _count(items, change="updated"),
+                      _count(items, change="unchanged"), _count(items, regime="compute", not_counted=""),
+                      _count(items, regime="memory", not_counted=""), str(sum(1 for i in items if i.not_counted)))
+    return table
+
+
+def _count(items: list[Any], **match: object) -> str:
+    return str(sum(1 for i in items if all(getattr(i, k) == v for k, v in match.items())))
+
+
+def _settings(device: DeviceChoice, shapes: str, timeout: float | None, sandbox: Sandbox) -> Settings:
+    from rooftop.pipeline.job import Settings
+
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UserError("--device cuda: no CUDA GPU is visible to torch on this machine")
+    if sandbox == "bwrap":
+        from rooftop.integrity.sandbox import require_bwrap
+
+        require_bwrap()
+    if not shapes.strip(" ,"):
+        raise UserError(f"--shapes: expected a group or shape names (got '{shapes}')")
+    return Settings(device=device, shapes=shapes, timeout=timeout, sandbox=sandbox,
+                    build_timeout=max(timeout or 0.0, 900.0))
+
+
+def selfcheck_command(
+    target: Annotated[str, typer.Argument(
+        metavar="DECK|PROBLEM", help="a deck ('kernelbench/level1'), a folder of problem folders, or one problem")],
+    device: DeviceOpt = DeviceChoice.auto,
+    shapes: ShapesOpt = "auto",
+    timeout: TimeoutOpt = None,
+    sandbox: SandboxOpt = Sandbox.auto,
+    tolerance: Annotated[float, typer.Option(
+        "--tolerance", min=0.0, max=0.5, metavar="FRACTION",
+        help="pass an interval that reaches 1.0 ± FRACTION (default 0: it must contain 1.0)")] = 0.0,
+    json_output: JsonOpt = False,
+    db: Annotated[Path | None, typer.Option("--db", metavar="FILE", help="also record the verdicts in this "
+                                            "SQLite results database (default: record nothing)")] = None,
+) -> None:
+    """Evaluate each problem's reference as its own candidate: it must be correct, and on a GPU its
+    speedup over eager must be 1.0 within its 95 % interval. Exit status 1 when one is not."""
+    from rooftop.problem.registry import resolve_many
+
+    problems = resolve_many(target)  # before torch is imported: a mistyped target is answered at once
+    from rooftop.batch.selfcheck import selfcheck
+    from rooftop.cli.progress import event_display
+    from rooftop.store.db import Store
+
+    settings = _settings(device, shapes, timeout, sandbox)
+    store = Store(db) if db else None
+    try:
+        with event_display(not json_output, total=len(problems)) as display:
+            rows = selfcheck(problems, settings, store=store, progress=display, tolerance=tolerance)
+    finally:
+        if store:
+            store.close()
+    if json_output:
+        sys.stdout.write(json.dumps([r.model_dump(mode="json") for r in rows], indent=2) + "\n")
+    else:
+        out.print(_selfcheck_table(rows))
+        failed = sum(1 for r in rows if not r.passed)
+        unchecked = sum(1 for r in rows if r.passed and not r.interval_checked)
+        out.print(f"{len(rows) - failed} of {len(rows)} pass"
+                  + (f"; [bold red]{failed} fail[/bold red]" if failed else "")
+                  + (f"; {unchecked} without a speedup check" if unchecked else ""))
+    if any(not r.passed for r in rows):
+        raise typer.Exit(1)
+
+
+def _selfcheck_table(rows: list[SelfCheckRow]) -> Table:
+    table = Table(title="selfcheck: each reference as its own candidate", header_style="bold")
+    for col in ("problem", "status", "speedup [95 % interval]", "check", "reason"):
+        table.add_column(col, justify="right" if col.startswith("speedup") else "left",
+                         no_wrap=col not in ("reason", "speedup [95 % interval]"))
+    for r in rows:
+        speedups = "\n".join(
+            (f"{s.shape} " if len(r.shapes) > 1 else "")
+            + (f"{s.speedup:.3f}x" if s.speedup is not None else "-")
+            + (f" [{s.low:.3f}, {s.high:.3f}]" if s.low is not None and s.high is not None else "")
+            for s in r.shapes) or "-"
+        check = Text("fail", style="bold red") if not r.passed else \
+            Text("pass", style="bold green") if r.interval_checked else Text("pass (unchecked)", style="yellow")
+        table.add_row(r.problem, r.status, speedups, check, Text(r.reason))
+    return table
+
+
+def batch_command(
+    run_dir: Annotated[Path, typer.Argument(
+        metavar="RUN_DIR", help="folder of generations named level_{L}_problem_{P}_sample_{S}_kernel.py")],
+    kernelbench: Annotated[Path, typer.Option(
+        "--kernelbench", metavar="PATH", help="KernelBench checkout, level folder or .parquet file the "
+                                             "generations were written for")],
+    device: DeviceOpt = DeviceChoice.auto,
+    shapes: ShapesOpt = "auto",
+    timeout: TimeoutOpt = None,
+    sandbox: SandboxOpt = Sandbox.auto,
+    json_output: JsonOpt = False,
+    db: Annotated[Path, typer.Option("--db", metavar="FILE",
+                                     help="SQLite results database (appended to)")] = Path("rooftop.db"),
+) -> None:
+    """Evaluate every generation of a KernelBench run and report KernelBench's figures from
+    rooftop's measurements: compile and correctness rates, fast_p, geometric-mean speedup, pass@k."""
+    from rooftop.batch.kernelbench import find_generations
+
+    generations = find_generations(run_dir)  # before torch is imported
+    if not kernelbench.exists():
+        raise UserError(f"--kernelbench {kernelbench}: no such file or folder")
+    from rooftop.batch.kernelbench import run_batch
+    from rooftop.cli.progress import event_display
+    from rooftop.store.db import Store
+
+    settings = _settings(device, shapes, timeout, sandbox)
+    store = Store(db)
+    try:
+        with event_display(not json_output, total=len(generations)) as display:
+            report = run_batch(run_dir, kernelbench, settings, store=store, progress=display)
+    finally:
+        store.close()
+    if json_output:
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+        return
+    out.print(_samples_table(report["samples"]))  # type: ignore[arg-type]
+    out.print(_figures_table(report))
+    out.print(f"[dim]recorded in {db}[/dim]")
+
+
+def _samples_table(samples: list[dict[str, Any]]) -> Table:
+    from rooftop.cli.render import number
+
+    table = Table(title="generations", header_style="bold")
+    for col in ("file", "problem", "status", "compiled", "correct", "speedup", "reason"):
+        table.add_column(col, justify="right" if col == "speedup" else "left",
+                         no_wrap=col not in ("reason", "problem"))
+    for s in samples:
+        table.add_row(s["file"], s["problem"] or "-", s["status"], "yes" if s["compiled"] else "no",
+                      "yes" if s["correct"] else "no", number(s["speedup"], "{:.3f}x"), Text(s["reason"]))
+    return table
+
+
+def _figures_table(report: dict[str, Any]) -> Table:
+    from rooftop.score.kernelbench_metrics import FAST_P, fast_key
+
+    table = Table(title=f"KernelBench figures over {report['n']} generations", header_style="bold")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    table.add_row("compile rate", f"{report['compile_rate']:.1%}")
+    table.add_row("correctness rate (fast_0)", f"{report['correctness_rate']:.1%}")
+    for p in FAST_P[1:]:
+        table.add_row(f"fast_{p:g} (correct and > {p:g}x eager)", f"{report[fast_key(p)]:.1%}")
+    geomean = report["geomean_speedup"]
+    table.add_row("geomean speedup (correct only)", "-" if geomean is None else f"{geomean:.3f}x")
+    for k, value in report["pass_at_k"].items():
+        table.add_row(f"pass@{k}", f"{value:.1%}")
+    return table
