@@ -24,8 +24,8 @@ LAYERS = [
     ["verdict"],
     ["values", "errors"],
 ]
-# modules that import only other leaves: pure statistics, dtype names, datasheet facts
-LEAVES = {"rooftop.measure.measurement", "rooftop.problem.dtypes", "rooftop.score.hardware"}
+# modules that import only other leaves: pure statistics, dtype names, datasheet facts, cache paths
+LEAVES = {"rooftop.measure.measurement", "rooftop.problem.dtypes", "rooftop.score.hardware", "rooftop.build.cache"}
 
 
 def _module(path: Path) -> str:

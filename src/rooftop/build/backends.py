@@ -1,7 +1,7 @@
-"""Compilers the build gate drives: nvcc for standalone .cu files and CPU-side compile checks.
+"""Compilers the build gate drives: nvcc for standalone .cu files, and the compiler logs it reports.
 
-`load_inline` builds happen inside the evaluation child when the solution module is imported;
-rooftop only points TORCH_EXTENSIONS_DIR at the solution's build folder.
+`load_inline` builds happen inside the evaluation child when the solution module is imported,
+with the settings in build/jit.py; on a machine without a GPU build/inline.py compile-checks them.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-# what torch's load_inline puts in front of cuda_sources
-INLINE_CUDA_PRELUDE = "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
+from rooftop.build.jit import cuda_arch_list
 
 
 @dataclass
@@ -24,6 +23,7 @@ class BuildResult:
     cached: bool = False
     seconds: float = 0.0
     log: str = ""
+    unchecked: str = ""  # why nothing could be concluded here (this machine lacks something), if so
 
 
 def nvcc_path() -> str | None:
@@ -49,8 +49,7 @@ def nvcc_version() -> str | None:
 
 def arch_flag(capability: tuple[int, int] | None) -> str:
     """`-arch=sm_XY`, with the 'a' suffix on Hopper and later so wgmma/TMA code builds."""
-    major, minor = capability or (9, 0)
-    return f"-arch=sm_{major}{minor}{'a' if major >= 9 else ''}"
+    return "-arch=sm_" + cuda_arch_list(capability).replace(".", "")
 
 
 def build_standalone(cu_files: list[Path], out_dir: Path, capability: tuple[int, int] | None,
@@ -73,32 +72,6 @@ def build_standalone(cu_files: list[Path], out_dir: Path, capability: tuple[int,
         if proc.returncode != 0:
             return BuildResult(ok=False, seconds=time.monotonic() - started, log="\n".join(logs))
         tmp.rename(target)  # atomic: a half-written .so is never mistaken for a cached build
-    return BuildResult(ok=True, seconds=time.monotonic() - started, log="\n".join(logs))
-
-
-def compile_check_inline(cuda_sources: list[str], out_dir: Path, capability: tuple[int, int] | None,
-                         timeout: float) -> BuildResult:
-    """Compile load_inline CUDA sources to objects (no link, no GPU) to catch compile errors."""
-    started = time.monotonic()
-    marker = out_dir / "inline-compile-check.ok"
-    if marker.exists():
-        return BuildResult(ok=True, cached=True)
-    nvcc = nvcc_path()
-    if nvcc is None:
-        return BuildResult(ok=False, log="nvcc was not found")
-    from torch.utils.cpp_extension import include_paths
-
-    includes = [flag for p in include_paths() for flag in ("-I", p)]
-    logs = []
-    for i, source in enumerate(cuda_sources):
-        src = out_dir / f"inline_{i}.cu"
-        src.write_text(INLINE_CUDA_PRELUDE + source)
-        cmd = [nvcc, "-c", "-std=c++17", arch_flag(capability), *includes, str(src), "-o", str(src.with_suffix(".o"))]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=out_dir)
-        logs.append(proc.stdout + proc.stderr)
-        if proc.returncode != 0:
-            return BuildResult(ok=False, seconds=time.monotonic() - started, log="\n".join(logs))
-    marker.write_text("ok\n")
     return BuildResult(ok=True, seconds=time.monotonic() - started, log="\n".join(logs))
 
 

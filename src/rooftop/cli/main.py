@@ -33,6 +33,7 @@ from rooftop.errors import UserError
 if TYPE_CHECKING:
     from rooftop.pipeline.job import Settings
     from rooftop.problem.spec import Problem
+    from rooftop.solution.loader import Solution
 
 app = cli_app("rooftop: build, check, time and score GPU kernels against the hardware roof.", no_args_is_help=True)
 problems_app = cli_app("List bundled problems, or show one.")
@@ -76,6 +77,18 @@ def _settings(device: Device, shapes: str, timeout: float | None, seed: int | No
                     build_timeout=max(timeout or 0.0, 900.0), sandbox=sandbox, graphs=graphs)
 
 
+def _start_child_ahead(problem: Problem, solution: Solution, device: Device, sandbox: Sandbox) -> None:
+    """Start the evaluation's child before this process imports torch, so that both processes
+    import it at once (seconds each on a fresh GPU machine). Where 'auto' turns out to mean another
+    device than the one guessed here, the child is simply not used."""
+    import glob
+
+    from rooftop.pipeline.spawn import prestart
+
+    guessed = device.value if device is not Device.auto else ("cuda" if glob.glob("/dev/nvidia[0-9]*") else "cpu")
+    prestart(problem, solution, guessed, sandbox.value)
+
+
 @app.command("eval")
 def eval_command(
     problem: Annotated[str, typer.Argument(
@@ -101,6 +114,7 @@ def eval_command(
 
     spec = resolve(problem)
     sol = load_solution(solution)
+    _start_child_ahead(spec, sol, device, sandbox)
     from rooftop.api import run_evaluation
     from rooftop.cli.progress import event_display
     from rooftop.cli.render import print_verdict

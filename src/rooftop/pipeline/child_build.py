@@ -28,7 +28,7 @@ def build(job: EvalJob, folder: Path) -> tuple[ModuleType, bool | None]:
 
 def _compile_native(job: EvalJob, folder: Path) -> bool:
     """nvcc for .cu files; on a machine without a GPU, a compile check and then `needs_gpu`."""
-    from rooftop.build.backends import build_standalone, compile_check_inline, nvcc_path, trim_compiler_log
+    from rooftop.build.backends import build_standalone, nvcc_path, trim_compiler_log
 
     solution, capability = job.solution, capability_of(job.device)
     cached = True
@@ -42,19 +42,40 @@ def _compile_native(job: EvalJob, folder: Path) -> bool:
     messages = []
     if nvcc_path() is None:
         messages.append("nvcc is not installed here, so its CUDA code was not compile-checked")
-    elif solution.inline.cuda:
-        result = compile_check_inline(solution.inline.cuda, folder, capability, job.build_timeout)
-        if not result.ok:
-            raise GateFailed(Status.compile_error, "nvcc failed on the load_inline CUDA source:\n"
-                             + trim_compiler_log(result.log))
-        messages.append("its load_inline CUDA source compiles with nvcc")
-        cached = cached and result.cached
-    elif not solution.inline.resolved:
-        messages.append("its load_inline sources are built at run time and could not be compile-checked")
+    else:
+        inline_messages, inline_cached = _check_inline(job, folder, capability)
+        messages += inline_messages
+        cached = cached and inline_cached
     if solution.cu_files and nvcc_path() is not None:
         messages.append("its .cu files compile with nvcc")
     raise GateFailed(Status.needs_gpu, "this solution uses CUDA and this machine has no GPU: "
                      + "; ".join(messages) + "; run it on a GPU for a verdict", cached=cached)
+
+
+def _check_inline(job: EvalJob, folder: Path, capability: tuple[int, int] | None) -> tuple[list[str], bool]:
+    """Compile-check the load_inline calls the static scan could read, with torch's flags for the
+    target GPU (build/inline.py); what it says, and whether an earlier check already passed."""
+    from rooftop.build.backends import trim_compiler_log
+    from rooftop.build.inline import compile_check_inline
+    from rooftop.build.jit import cuda_arch_list
+
+    inline = job.solution.inline
+    calls = [call for call in inline.calls if call.cuda and call.resolved]
+    messages, cached = [], True
+    if calls:
+        result = compile_check_inline(calls, folder, capability, job.build_timeout)
+        cached = result.cached
+        if not result.ok:
+            raise GateFailed(Status.compile_error, "the load_inline sources fail to build (checked as torch "
+                             f"builds them on the GPU):\n{trim_compiler_log(result.log)}")
+        if result.unchecked:
+            messages.append(f"its load_inline sources could not be compile-checked here: {result.unchecked}")
+        else:
+            messages.append(f"its load_inline CUDA source compiles with nvcc for sm_"
+                            f"{cuda_arch_list(capability).replace('.', '')} and its binding with the host compiler")
+    if not inline.resolved or any(call.cuda and not call.resolved for call in inline.calls):
+        messages.append("some of its load_inline sources or flags are made at run time and were not compile-checked")
+    return messages, cached
 
 
 def _import_solution(job: EvalJob) -> ModuleType:
@@ -72,21 +93,20 @@ def _import_solution(job: EvalJob) -> ModuleType:
 
 
 def prepare_build_folder(job: EvalJob) -> Path:
-    """The build folder for this source on this platform, and the variables that point at it."""
+    """The build folder for this source on this platform, and the variables that point builds at it
+    (build/jit.py)."""
     import torch
 
     from rooftop.build.cache import build_dir
+    from rooftop.build.jit import jit_env
 
     key = f"torch{torch.__version__}-{job.device}"
     capability = capability_of(job.device)
     if capability is not None:
         major, minor = capability
         key += f"-sm{major}{minor}"
-        os.environ["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}{'a' if major >= 9 else ''}"
     folder = build_dir(job.solution.source_hash, key, job.cache_root)
-    os.environ["ROOFTOP_BUILD_DIR"] = str(folder)
-    os.environ["TORCH_EXTENSIONS_DIR"] = str(folder / "torch_extensions")
-    os.environ["TRITON_CACHE_DIR"] = str(folder / "triton")
+    os.environ.update(jit_env(folder, capability))
     return folder
 
 

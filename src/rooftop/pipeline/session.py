@@ -19,16 +19,18 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
 from rooftop.integrity.sandbox import SandboxPlan
 from rooftop.pipeline.channel import ChannelReader
-from rooftop.pipeline.protocol import REPLIES, Hello, QuitRequest, Request, _Reply
 from rooftop.verdict import GateFailed, Status
 
-R = TypeVar("R", bound=_Reply)
+if TYPE_CHECKING:  # the protocol's models import torch; a child is started before this process does
+    from rooftop.pipeline.protocol import Request, _Reply
+
+R = TypeVar("R", bound="_Reply")
 
 
 class ChildSession:
@@ -56,6 +58,8 @@ class ChildSession:
         """Wait until the child is up (a no-op once it greeted)."""
         if self._greeted:
             return
+        from rooftop.pipeline.protocol import Hello
+
         message = self._receive(deadline)
         try:
             Hello.model_validate(message)
@@ -72,6 +76,8 @@ class ChildSession:
 
     def request(self, request: Request, expect: type[R], deadline: float) -> tuple[R, float]:
         """Send one request; its validated reply and the trusted wall time the round trip took."""
+        from rooftop.pipeline.protocol import REPLIES
+
         self.hello(deadline)
         op = request.op
         request.id = secrets.token_hex(8)
@@ -128,6 +134,8 @@ class ChildSession:
         return "\n".join(text.strip().splitlines()[-lines:])[-1500:]
 
     def close(self) -> None:
+        from rooftop.pipeline.protocol import QuitRequest
+
         try:
             os.write(self._request_write, (QuitRequest(id="-").model_dump_json() + "\n").encode())
         except OSError:

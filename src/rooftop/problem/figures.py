@@ -150,3 +150,42 @@ def _budget(seconds: float) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def cached_estimate(reference: Path) -> Figures:
+    """`estimate`, kept in the cache per (file contents, torch version): counting imports torch's
+    flop counter, which pulls in dynamo and sympy (seconds on a fresh process), so evaluating the
+    same single file again skips it. A failed count is kept too, and raised again."""
+    import hashlib
+    import json
+    from importlib import metadata
+
+    from rooftop.build.cache import cache_root
+
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = "unknown"
+    key = hashlib.sha256(reference.read_bytes() + torch_version.encode()).hexdigest()[:32]
+    path = cache_root() / "figures" / f"{key}.json"
+    try:
+        kept = json.loads(path.read_text())
+    except (OSError, ValueError):
+        kept = None
+    if isinstance(kept, dict) and "error" in kept:
+        raise CountFailed(str(kept["error"]))
+    if isinstance(kept, dict) and isinstance(kept.get("flops"), int) and isinstance(kept.get("bytes"), int):
+        return Figures(flops=kept["flops"], bytes=kept["bytes"])
+    try:
+        figures = estimate(reference)
+        record: dict[str, Any] = {"flops": figures.flops, "bytes": figures.bytes}
+    except CountFailed as exc:
+        record, figures = {"error": str(exc)}, None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record))
+    except OSError:
+        pass  # a read-only cache only costs the next count
+    if figures is None:
+        raise CountFailed(record["error"])
+    return figures

@@ -223,12 +223,12 @@ def _check_reference(path: Path, kernelbench: bool) -> ast.Module:
 def _load_kernelbench_file(path: Path) -> Problem:
     """A single file with Model, zero-argument get_inputs/get_init_inputs and shape constants; its
     roofline figures are estimated (problem/figures.py) when its reference runs on the meta device."""
-    from rooftop.problem.figures import CountFailed, estimate
+    from rooftop.problem.figures import CountFailed, cached_estimate
     from rooftop.problem.kernelbench import describe, kernelbench_spec
 
     tree = _check_reference(path, kernelbench=True)
     try:
-        figures = estimate(path)
+        figures = cached_estimate(path)
     except CountFailed:
         figures = None  # no figures, no roofline; checking the problem says what is wrong with it
     name = path.stem.replace(" ", "_")

@@ -25,12 +25,30 @@ class Language(str, Enum):
     cuda_nvcc = "cuda_nvcc"  # standalone .cu files built with nvcc, loaded with ctypes
 
 
+class InlineCall(BaseModel):
+    """One load_inline call as the file writes it: what torch builds from it (build/inline.py
+    compile-checks it on a machine without a GPU with the flags torch would use on one)."""
+
+    name: str | None = None  # None: not a string constant
+    cpp: list[str] = []
+    cuda: list[str] = []
+    functions: list[str] | None = None  # the names bound with pybind11; None: no bindings
+    extra_cflags: list[str] = []
+    extra_cuda_cflags: list[str] = []
+    extra_ldflags: list[str] = []
+    extra_include_paths: list[str] = []
+    with_pytorch_error_handling: bool = True
+    no_implicit_headers: bool = False
+    resolved: bool = True  # False when a source, `functions` or a flag could not be read
+
+
 class InlineSources(BaseModel):
     """CUDA/C++ strings passed to load_inline, when they can be read without running the file."""
 
     cuda: list[str] = []
     cpp: list[str] = []
     resolved: bool = True  # False when some source was built at run time and could not be read
+    calls: list[InlineCall] = []
 
 
 class Solution(BaseModel):
@@ -126,7 +144,46 @@ def _inline_sources(tree: ast.Module) -> InlineSources | None:
                 out.resolved = False
             else:
                 target.extend(strings)
+        out.calls.append(_inline_call({**positional, **kwargs}, len(call.args) > 3, constants))
     return out
+
+
+def _inline_call(arguments: dict[str, ast.expr], more_positional: bool, constants: dict[str, ast.expr]) -> InlineCall:
+    """What one call passes; an argument the scan cannot read leaves the call unresolved."""
+    given = {k: v for k, v in arguments.items() if not (isinstance(v, ast.Constant) and v.value is None)}
+    readable = not more_positional and not any(isinstance(v, ast.Starred) for v in given.values())
+    values: dict = {}
+    for key, field in (("cpp_sources", "cpp"), ("cuda_sources", "cuda"), ("extra_cflags", "extra_cflags"),
+                       ("extra_cuda_cflags", "extra_cuda_cflags"), ("extra_ldflags", "extra_ldflags"),
+                       ("extra_include_paths", "extra_include_paths")):
+        if key in given:
+            strings = _strings(given[key], constants)
+            readable = readable and strings is not None
+            values[field] = strings or []
+    if "name" in given:
+        name = _strings(given["name"], constants)
+        values["name"] = name[0] if name and len(name) == 1 else None
+    if "functions" in given:
+        values["functions"] = _function_names(given["functions"], constants)
+        readable = readable and values["functions"] is not None
+    for key in ("with_pytorch_error_handling", "no_implicit_headers"):
+        if key in given:
+            node = given[key]
+            if isinstance(node, ast.Constant) and isinstance(node.value, bool):
+                values[key] = node.value
+            else:
+                readable = False
+    return InlineCall(**values, resolved=readable)
+
+
+def _function_names(node: ast.expr, constants: dict[str, ast.expr]) -> list[str] | None:
+    """`functions=`: a name, a list of names, or a dict of name to docstring; None: unreadable."""
+    if isinstance(node, ast.Name) and node.id in constants:
+        node = constants[node.id]
+    if isinstance(node, ast.Dict):
+        keys = [k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        return keys if len(keys) == len(node.keys) else None
+    return _strings(node, constants)
 
 
 def _strings(node: ast.expr, constants: dict[str, ast.expr], depth: int = 0) -> list[str] | None:
