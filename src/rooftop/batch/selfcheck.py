@@ -13,6 +13,7 @@ calls exactly that.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -23,6 +24,7 @@ from rooftop.errors import UserError
 from rooftop.pipeline.evaluate import resolve_device
 from rooftop.pipeline.job import Settings
 from rooftop.problem.spec import Policy, Problem
+from rooftop.solution.loader import load_solution
 from rooftop.store.db import Store
 from rooftop.verdict import Status, Verdict
 
@@ -48,25 +50,37 @@ class SelfCheckRow(BaseModel):
 
 
 def selfcheck(problems: list[Problem], settings: Settings, store: Store | None = None,
-              progress: Progress | None = None, tolerance: float = 0.0) -> list[SelfCheckRow]:
-    """One row per problem, in order. With `tolerance` t an interval passes when it reaches
-    [1 - t, 1 + t] rather than 1.0 itself: GPU intervals are often a few hundredths of a percent
-    wide, so a bias of a fraction of a percent fails the strict check."""
+              progress: Progress | None = None, tolerance: float = 0.0,
+              on_row: Callable[[SelfCheckRow], None] | None = None) -> list[SelfCheckRow]:
+    """One row per problem, in order (`on_row` sees each as it is made). With `tolerance` t an
+    interval passes when it reaches [1 - t, 1 + t] rather than 1.0 itself: GPU intervals are often
+    a few hundredths of a percent wide, so a bias of a fraction of a percent fails the strict check.
+
+    On a GPU the next problem's child is started while the current one is evaluated (its
+    interpreter and torch import are CPU work, beside a GPU timing), so a deck does not pay each
+    child's start-up in turn."""
+    from rooftop.pipeline.spawn import prestart
+
     progress = progress or Quiet()
     device = resolve_device(settings.device)
     rows = []
-    for problem in problems:
-        events = progress.start(problem.name)
-        with tempfile.TemporaryDirectory(prefix="rooftop-selfcheck-") as folder:
-            solution = self_solution(problem, Path(folder))
+    with tempfile.TemporaryDirectory(prefix="rooftop-selfcheck-") as folder:
+        solutions = [self_solution(p, Path(folder) / str(i)) for i, p in enumerate(problems)]
+        for i, problem in enumerate(problems):
+            events = progress.start(problem.name)
+            if device == "cuda" and i + 1 < len(problems):
+                prestart(problems[i + 1], load_solution(solutions[i + 1]), device, settings.sandbox)
             try:
-                verdict = run_evaluation(relaxed(problem), solution, settings, store=store, events=events)
+                verdict = run_evaluation(relaxed(problem), solutions[i], settings, store=store, events=events)
             except Exception as exc:  # recorded with its cause; the other problems are still checked
-                rows.append(SelfCheckRow(problem=problem.name, status=failure_status(exc), passed=False,
-                                         interval_checked=False, reason=one_line(exc)))
+                row = SelfCheckRow(problem=problem.name, status=failure_status(exc), passed=False,
+                                   interval_checked=False, reason=one_line(exc))
             else:
-                rows.append(judge(problem.name, verdict, device, tolerance))
-        progress.advance()
+                row = judge(problem.name, verdict, device, tolerance)
+            rows.append(row)
+            if on_row is not None:
+                on_row(row)
+            progress.advance()
     return rows
 
 
@@ -83,6 +97,7 @@ def one_line(exc: Exception, limit: int = 300) -> str:
 
 def self_solution(problem: Problem, folder: Path) -> Path:
     """A solution file holding the reference as the candidate."""
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / "solution.py"
     path.write_text(problem.reference.read_text().rstrip("\n") + "\n\n\nModelNew = Model\n")
     return path

@@ -12,6 +12,8 @@ import torch
 
 from rooftop.values import nbytes
 
+CHUNK = 1 << 26  # elements compared at a time: the masks of a 6 GB input would be gigabytes each
+
 
 def modified_inputs(before: list[Any], after: list[Any]) -> list[int]:
     """Indices of tensor inputs whose values changed (NaN-aware, bitwise)."""
@@ -20,11 +22,18 @@ def modified_inputs(before: list[Any], after: list[Any]) -> list[int]:
         if isinstance(b, torch.Tensor) and isinstance(a, torch.Tensor):
             if b.is_floating_point() and b.element_size() == 1 and a.dtype == b.dtype:
                 a, b = a.view(torch.uint8), b.view(torch.uint8)  # fp8: compare bits (few kernels exist for it)
-            same = b.shape == a.shape and bool(((a == b) | (a.isnan() & b.isnan())).all()) \
-                if b.is_floating_point() else torch.equal(a, b)
-            if not same:
+            if b.shape != a.shape or b.dtype != a.dtype or not _same(b.reshape(-1), a.reshape(-1)):
                 changed.append(i)
     return changed
+
+
+def _same(b: torch.Tensor, a: torch.Tensor) -> bool:
+    for start in range(0, b.numel(), CHUNK):
+        x, y = b[start:start + CHUNK], a[start:start + CHUNK]
+        same = bool(((x == y) | (x.isnan() & y.isnan())).all()) if x.is_floating_point() else torch.equal(x, y)
+        if not same:
+            return False
+    return True
 
 
 POOL_BYTES = 256 << 20  # a pool this large is far beyond any L2

@@ -33,10 +33,11 @@ class ShapeSizes:
 
     def fixed(self) -> int:
         """Bytes needed besides the pools (each pool holds the set in flight): on the trusted side
-        the expected outputs and their landing (read in place) and the reference's weights; in the
-        child the inputs' snapshot of a checked call, the candidate's outputs and two models'
-        weights (the reference's, built to copy from, and the candidate's)."""
-        return self.inputs + 3 * self.outputs + 3 * self.weights
+        the expected outputs, their landing (read in place), the reference's temporaries (taken as
+        one more output's worth: `x * sigmoid(x)` makes one) and its weights; in the child the
+        inputs' snapshot of a checked call, the candidate's outputs and temporaries, and two
+        models' weights (the reference's, built to copy from, and the candidate's)."""
+        return self.inputs + 5 * self.outputs + 3 * self.weights
 
     def need(self, sets: int) -> int:
         return self.fixed() + 2 * sets * self.inputs

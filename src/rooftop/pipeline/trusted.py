@@ -90,6 +90,9 @@ class TrustedReference:
     changed_inputs = False  # the last run changed its inputs in place
 
     def release(self) -> None:
+        import gc
+
+        gc.collect()  # expected outputs held in reference cycles go now, before the cache is emptied
         torch.set_num_threads(self._threads)
         self.instance.release()
         self._pool.clear()
