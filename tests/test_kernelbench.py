@@ -140,6 +140,16 @@ def test_import_writes_one_problem_folder_per_file(kb, decks):
     assert spec["description"] == "Simple model that performs a ReLU activation."
 
 
+def test_an_imported_deck_is_a_target_of_the_deck_commands(kb, decks):
+    """`rooftop baselines kernelbench/level1` times the deck, not one problem of that name."""
+    from rooftop.cli.measure import _targets
+
+    import_kernelbench(kb, decks)
+    assert [p.name for p in _targets("kernelbench/level1")] == [
+        "kernelbench/level1/1_Square_matrix_multiplication_", "kernelbench/level1/19_ReLU"]
+    assert [p.name for p in _targets("kernelbench/level1/19_ReLU")] == ["kernelbench/level1/19_ReLU"]
+
+
 def test_reimport_is_idempotent_and_a_changed_reference_bumps_the_version(kb, decks):
     import_kernelbench(kb, decks)
     spec_file = decks / "kernelbench/level1/19_ReLU/problem.yaml"

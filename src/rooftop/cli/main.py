@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from rooftop.solution.loader import Solution
 
 app = cli_app("rooftop: build, check, time and score GPU kernels against the hardware roof.", no_args_is_help=True)
-problems_app = cli_app("List bundled problems, or show one.")
+problems_app = cli_app("List the problems (bundled and imported decks), or show one.")
 app.add_typer(problems_app, name="problems")
 
 
@@ -220,7 +220,7 @@ def _solution_entries(folder: Path) -> list[Path]:
 
 @problems_app.callback(invoke_without_command=True)
 def problems_command(ctx: typer.Context, json_output: JsonOpt = False) -> None:
-    """List the bundled problems."""
+    """List the problems of the bundled and imported decks."""
     if ctx.invoked_subcommand is not None:
         return
     from rooftop.problem.registry import bundled_names, resolve
@@ -237,7 +237,7 @@ def problems_command(ctx: typer.Context, json_output: JsonOpt = False) -> None:
 
 def _problems_table(problems: list[Problem]) -> Table:
     # the title sits under the name, so an 80-column terminal keeps every column readable
-    table = Table(title="bundled problems", header_style="bold", caption="shapes: visible / held-out / smoke")
+    table = Table(title="problems", header_style="bold", caption="shapes: visible / held-out / smoke")
     table.add_column("problem")
     for col in ("dtype", "regime", "shapes", "version"):
         table.add_column(col, no_wrap=True, justify="right" if col in ("shapes", "version") else "left")

@@ -84,11 +84,11 @@ def _baseline_kinds(kinds: str) -> tuple[str, ...]:
 
 
 def _targets(target: str) -> list[Problem]:
-    """A bundled deck's problems, or the one problem a path or '<deck>/<name>' names."""
-    from rooftop.problem.registry import bundled_names, resolve
+    """A deck's problems (bundled, imported such as 'kernelbench/level1', or a folder of problem
+    folders), or the one problem a path or name gives."""
+    from rooftop.problem.registry import resolve_many
 
-    names = bundled_names(target) if "/" not in target and not Path(target).exists() else []
-    return [resolve(n) for n in names] if names else [resolve(target)]
+    return resolve_many(target)
 
 
 def _baselines_table(records: list[tuple[Problem, BaselineRecord]], dev: str) -> Table:
