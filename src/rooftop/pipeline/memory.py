@@ -23,6 +23,10 @@ from rooftop.verdict import GateFailed, Status
 
 CHILD_CONTEXT = 1 << 30  # the child's CUDA context, its kernels' modules and the allocators' slack
 MARGIN = 0.05  # share of free memory left unplanned (fragmentation, cuBLAS workspaces)
+# inputs below this share of the budget are planned from their size alone: the reference's
+# meta-device forward, which sizes the outputs, costs the first import of torch's decompositions
+# (seconds on a fresh process) and matters only where memory is tight
+SMALL_SHARE = 1 / 64
 
 
 @dataclass
@@ -41,6 +45,15 @@ class ShapeSizes:
 
     def need(self, sets: int) -> int:
         return self.fixed() + 2 * sets * self.inputs
+
+
+def input_bytes(instance: ProblemInstance, shape: Shape) -> int | None:
+    """One input set's bytes, made on the meta device (factory calls only: milliseconds)."""
+    try:
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            return nbytes(make_inputs(instance.module, instance.spec, shape, 0, torch.device("meta")))
+    except Exception:
+        return None
 
 
 def shape_sizes(instance: ProblemInstance, shape: Shape) -> ShapeSizes | None:
@@ -66,6 +79,10 @@ def plan_pools(instance: ProblemInstance, shapes: list[Shape], free: int) -> dic
     budget = int(free * (1 - MARGIN)) - CHILD_CONTEXT
     plan: dict[str, int] = {}
     for shape in shapes:
+        small = input_bytes(instance, shape)
+        if small is not None and small < SMALL_SHARE * budget:
+            plan[shape.name] = pool_size(small)
+            continue
         sizes = shape_sizes(instance, shape)
         if sizes is None:
             continue
