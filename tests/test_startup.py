@@ -41,6 +41,8 @@ def test_the_verdict_keeps_its_phases_and_verbose_prints_them(tmp_path):
                  "reference", "gate_build", "gate_load", "gate_correctness"):
         assert phases[name] >= 0, name
     assert phases["child_interpreter_and_imports"] > 0  # the child's own age when it said hello
+    assert verdict["inputs"] == ("made on cpu by both sides from each call's seed; bit-identical at the sampled "
+                                 "positions of all 3 checked calls")
     shown = subprocess.run([*args, "-v"], capture_output=True, text=True, timeout=300).stdout
     assert "from this process's start to the evaluation" in shown
     assert "child start" in shown and "gate correctness" in shown

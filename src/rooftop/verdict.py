@@ -164,6 +164,7 @@ class Verdict(BaseModel):
     # child's imports, CUDA context and models, the trusted side's input making and reference
     # calls, and each gate's wall time (gate_*)
     phases: dict[str, float] = {}
+    inputs: str = ""  # where both sides made the inputs, and how often they were seen to agree
     shapes: list[ShapeResult] = []
     summary: Summary = Summary()
     environment: Environment | None = None

@@ -60,6 +60,8 @@ def print_verdict(verdict: Verdict, console: Console) -> None:
                       + (f" · CUDA {env.cuda}" if env.cuda else ""), style="dim", highlight=False)
     if any(r.checks or r.candidate for r in verdict.shapes):
         console.print(shape_table(verdict))
+    if verdict.inputs:
+        console.print(f"inputs: {verdict.inputs}", style="dim", highlight=False)
     for message in verdict.messages:
         console.print(message, style="yellow", highlight=False, markup=False)
     for warning in verdict.warnings:

@@ -95,6 +95,8 @@ def _check_reply(ev: Evaluation, shape: Shape, seed: int, reply: CallReply, inpu
     if reply.findings:
         raise GateFailed(Status.rejected, *reply.findings)
     wrong_inputs = same_inputs(inputs, reply.inputs) if inputs is not None else ""
+    if inputs is not None and not wrong_inputs:
+        ev.inputs_checked += 1
     if wrong_inputs:
         raise GateFailed(Status.rejected, f"[inputs] shape '{shape.name}', seed {seed}: the inputs the child made "
                          f"differ from the trusted side's ({wrong_inputs}); get_inputs was altered in the child or "

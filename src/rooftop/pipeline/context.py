@@ -82,6 +82,7 @@ class Evaluation:
     landing: Landing | None = None  # where full calls write their outputs (check/landing.py)
     pool_sets: dict[str, int] = field(default_factory=dict)  # input sets per shape, from the memory plan
     phases: dict[str, float] = field(default_factory=dict)  # where the time went (seconds per phase)
+    inputs_checked: int = 0  # checked calls whose inputs agreed on both sides at the sampled positions
 
     def own_pids(self) -> list[int]:
         """This process and the child (the load probe counts their descendants as theirs too)."""

@@ -116,6 +116,11 @@ def _finish(ev: Evaluation, started: float) -> Verdict:
         verdict.sandbox = "not started"  # refused before any child ran: no sandbox was needed
     verdict.wall_seconds = time.monotonic() - started
     verdict.phases = {k: round(v, 4) for k, v in ev.phases.items()}
+    if ev.trusted is not None and ev.inputs_checked:
+        where = f"made by get_inputs on another device and copied to {ev.device}" \
+            if ev.trusted.instance.moved_inputs else f"made on {ev.device}"
+        verdict.inputs = (f"{where} by both sides from each call's seed; bit-identical at the sampled positions "
+                          f"of all {ev.inputs_checked} checked calls")
     if verdict.summary.shapes == 0:
         verdict.summary.shapes = len(verdict.shapes)
         verdict.summary.correct_shapes = sum(1 for r in verdict.shapes if r.correct)

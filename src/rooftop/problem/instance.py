@@ -85,10 +85,15 @@ def make_inputs(reference: ModuleType, spec: ProblemSpec, shape: Shape, seed: in
     Both sides call this with the same seed and get the same bits. Factory calls in `get_inputs`
     default to the evaluation device, so large inputs are drawn by the GPU's generator, not copied.
     """
+    return [to_device(x, device) for x in drawn_inputs(reference, spec, shape, seed, device)]
+
+
+def drawn_inputs(reference: ModuleType, spec: ProblemSpec, shape: Shape, seed: int, device: torch.device) -> list:
+    """What `get_inputs` returns for this seed with the evaluation device as the factories' default
+    (a tensor it puts on another device explicitly stays there: `make_inputs` moves it)."""
     torch.manual_seed(seed)
     with torch.device(device):
-        made = _call(reference.get_inputs, spec, shape)
-    return [to_device(x, device) for x in made]
+        return list(_call(reference.get_inputs, spec, shape))
 
 
 def set_precision(spec: ProblemSpec) -> None:
@@ -131,7 +136,13 @@ class ProblemInstance:
 
     def inputs(self, shape: Shape, seed: int) -> list[Any]:
         with blame_reference("get_inputs"):
-            return make_inputs(self.module, self.spec, shape, seed, self.device)
+            made = drawn_inputs(self.module, self.spec, shape, seed, self.device)
+            # a get_inputs that names another device (device="cpu") is copied over, and the verdict says so
+            self.moved_inputs = self.moved_inputs or any(
+                isinstance(x, torch.Tensor) and x.device != self.device for x in made)
+            return [to_device(x, self.device) for x in made]
+
+    moved_inputs = False  # some input was made on another device and copied to this one
 
     def release(self) -> None:
         self._model = None
