@@ -29,3 +29,11 @@ class SpecError(UserError):
 
 class SolutionError(UserError):
     """A solution path that does not exist or has nothing to evaluate."""
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """A failed allocation: Python's MemoryError, torch's OutOfMemoryError (host or device), or
+    an allocator's message saying so (read without importing torch)."""
+    text = str(exc)
+    return isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError" \
+        or "can't allocate memory" in text or "out of memory" in text.lower()

@@ -39,22 +39,25 @@ def output_spec(spec: ProblemSpec, index: int, count: int) -> tuple[OutputSpec |
     return out_spec, out_spec.name if out_spec else (f"output[{index}]" if count > 1 else "output")
 
 
-def compare_outputs(spec: ProblemSpec, reference: Any, candidate: Any, inputs: list[Any]) -> list[Mismatch]:
-    """Every mismatch between the reference's and the candidate's outputs (empty: they agree)."""
+def compare_outputs(spec: ProblemSpec, reference: Any, candidate: Any, inputs: list[Any],
+                    figures: dict[str, float | None] | None = None) -> list[Mismatch]:
+    """Every mismatch between the reference's and the candidate's outputs (empty: they agree).
+    `figures`, when given, receives the first output's error figures when the comparison measured
+    them (a passing check reports them without a second pass over a gigabyte output)."""
     refs, cands = as_outputs(reference), as_outputs(candidate)
     if len(refs) != len(cands):
         return [Mismatch("outputs", f"expected {len(refs)} output(s), got {len(cands)}")]
     problems = []
     for i, (ref, cand) in enumerate(zip(refs, cands)):
         out_spec, name = output_spec(spec, i, len(refs))
-        mismatch = _compare_one(spec, out_spec, name, ref, cand, refs, inputs)
+        mismatch = _compare_one(spec, out_spec, name, ref, cand, refs, inputs, figures if i == 0 else None)
         if mismatch:
             problems.append(mismatch)
     return problems
 
 
 def _compare_one(spec: ProblemSpec, out_spec: OutputSpec | None, name: str, ref: Any, cand: Any,
-                 refs: list[Any], inputs: list[Any]) -> Mismatch | None:
+                 refs: list[Any], inputs: list[Any], figures: dict | None = None) -> Mismatch | None:
     mode = out_spec.compare if out_spec else Compare.close
     if mode is Compare.ignore:
         return None
@@ -94,7 +97,7 @@ def _compare_one(spec: ProblemSpec, out_spec: OutputSpec | None, name: str, ref:
             return None
         wrong = int((cand != ref).sum())
         return Mismatch(name, f"{wrong} of {ref.numel()} elements differ (exact comparison)")
-    return _compare_close(name, ref, cand, tolerance)
+    return _compare_close(name, ref, cand, tolerance, figures)
 
 
 # elements compared at a time: float64 copies of one chunk of each side, a few hundred MB at most,
@@ -159,8 +162,11 @@ def _measure(ref: torch.Tensor, cand: torch.Tensor, tol: Tolerance | None) -> _E
     return err
 
 
-def _compare_close(name: str, ref: torch.Tensor, cand: torch.Tensor, tol: Tolerance) -> Mismatch | None:
+def _compare_close(name: str, ref: torch.Tensor, cand: torch.Tensor, tol: Tolerance,
+                   figures: dict | None = None) -> Mismatch | None:
     err = _measure(ref, cand, tol)
+    if figures is not None:
+        figures.update(err.figures())
     if err.nonfinite:
         index = _unravel(err.first_nonfinite, ref.shape)
         return Mismatch(name, f"{err.nonfinite} NaN/Inf value(s) where the reference is finite "

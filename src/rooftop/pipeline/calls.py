@@ -17,6 +17,7 @@ from rooftop.check.probe import same_inputs
 from rooftop.pipeline.context import Evaluation
 from rooftop.pipeline.protocol import CallReply, CallRequest
 from rooftop.problem.spec import Shape
+from rooftop.values import nbytes
 from rooftop.verdict import GateFailed, Status
 
 
@@ -43,14 +44,14 @@ def call(ev: Evaluation, shape: Shape, *, full: bool = False, audit: bool = Fals
     seed = ev.seeds.next() if seed is None else seed
     made = time.perf_counter()
     inputs = ev.trusted.inputs(shape, seed)
-    ev.phases["inputs"] = ev.phases.get("inputs", 0.0) + time.perf_counter() - made
+    ev.add_time("inputs", time.perf_counter() - made)
     graph = timed and graphs and not profile
     started = time.perf_counter()
     expected, reference_seconds = ev.trusted.run(shape, inputs, timed=timed, graph=graph)
     reference_wall = time.perf_counter() - started
     if ev.trusted.changed_inputs:  # the reference wrote its inputs: the checks need them as made
         inputs = ev.trusted.inputs(shape, seed)
-    ev.phases["reference"] = ev.phases.get("reference", 0.0) + reference_wall
+    ev.add_time("reference", reference_wall)
     reference_clock = _sm_clock(ev) if timed else None
     landing = _landing(ev, expected) if full else None
     request = CallRequest(gate=ev.state.gate, shape=shape.name, seed=seed, full=full, profile=profile,
@@ -70,7 +71,7 @@ def _landing(ev: Evaluation, expected: Any) -> Landing | None:
     values = as_outputs(expected)
     if not all(type(v) is torch.Tensor for v in values):
         return None
-    sizes = [v.numel() * v.element_size() for v in values]
+    sizes = [nbytes(v) for v in values]
     if ev.landing is not None and ev.landing.fits(sizes):
         return ev.landing
     if ev.landing is not None:

@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rooftop.environment import process_age
+from rooftop.errors import is_out_of_memory
 from rooftop.integrity.audit import TamperGuard
 from rooftop.pipeline.channel import ChannelWriter
 from rooftop.pipeline.child_build import build, describe, prepare_build_folder, status_for_exception
@@ -90,7 +91,7 @@ class Harness:
             reply = REPLY_FOR[op](failure=Failure(status=failed.status, messages=failed.messages, cached=failed.cached))
         except Exception as exc:  # candidate code raised where no gate expected it
             message = describe(exc, self.job) if self.job else repr(exc)
-            if _out_of_memory(exc):
+            if is_out_of_memory(exc):
                 message = "[memory] an allocation of the candidate's own failed (the harness's inputs and " \
                     f"snapshots were already made): {message}"
             reply = REPLY_FOR[op](failure=Failure(status=status_for_exception(exc, self.gate), messages=[message]))
@@ -184,13 +185,6 @@ class Harness:
 HANDLERS: dict[str, Callable[[Harness, Any], _Reply]] = {
     "job": Harness.take_job, "build": Harness.build, "load": Harness.load, "call": Harness.call,
 }
-
-
-def _out_of_memory(exc: BaseException) -> bool:
-    import torch
-
-    return isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or "can't allocate memory" in str(exc) \
-        or "out of memory" in str(exc).lower()
 
 
 def candidate_class(module: ModuleType | None) -> type:

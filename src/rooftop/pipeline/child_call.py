@@ -18,6 +18,7 @@ from rooftop.check.compare import as_outputs, storage_overlaps
 from rooftop.check.inputs import InputPool, device_memory, modified_inputs
 from rooftop.check.landing import LandingSpec, LandingTarget
 from rooftop.check.probe import probe_output, probe_outputs
+from rooftop.errors import is_out_of_memory
 from rooftop.integrity.audit import Audit, TamperGuard
 from rooftop.measure.graphs import GraphCache, GraphCaptureFailed
 from rooftop.measure.timer import clock_for
@@ -43,7 +44,7 @@ def harness_step(what: str) -> Iterator[None]:
 
 
 def _memory_note(exc: Exception) -> str:
-    if not isinstance(exc, torch.OutOfMemoryError) or not torch.cuda.is_available():
+    if not is_out_of_memory(exc) or not torch.cuda.is_available():
         return ""
     held = torch.cuda.memory_allocated()
     return f" (the child held {held / 2**30:.2f} GiB of device memory, inputs and the candidate's allocations)"

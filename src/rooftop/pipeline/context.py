@@ -84,6 +84,10 @@ class Evaluation:
     phases: dict[str, float] = field(default_factory=dict)  # where the time went (seconds per phase)
     inputs_checked: int = 0  # checked calls whose inputs agreed on both sides at the sampled positions
 
+    def add_time(self, phase: str, seconds: float) -> None:
+        """Add to a phase that recurs (input making, reference calls)."""
+        self.phases[phase] = self.phases.get(phase, 0.0) + seconds
+
     def own_pids(self) -> list[int]:
         """This process and the child (the load probe counts their descendants as theirs too)."""
         return [os.getpid()] + ([self.session.proc.pid] if self.session is not None else [])

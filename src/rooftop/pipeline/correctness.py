@@ -42,7 +42,8 @@ def judge(ev: Evaluation, seed: int, reply: CallReply, expected: Any, inputs: li
         check.ok, check.message = False, f"an output shares storage with input(s) {reply.aliased_inputs}"
     else:
         spec = ev.problem.spec
-        mismatches = compare_outputs(spec, expected, got, inputs) if got is not None \
+        figures: dict[str, float | None] = {}
+        mismatches = compare_outputs(spec, expected, got, inputs, figures) if got is not None \
             else check_probes(spec, expected, reply.outputs)
         if mismatches:
             _fill(check, mismatches[0])
@@ -50,7 +51,7 @@ def judge(ev: Evaluation, seed: int, reply: CallReply, expected: Any, inputs: li
             if stale:
                 check.message = f"[dependence] {stale}; {check.message}"
         elif got is not None:
-            for key, value in error_figures(expected, got).items():
+            for key, value in (figures or error_figures(expected, got)).items():
                 setattr(check, key, value)
     if got is not None:
         previous.append(_fingerprints(got, expected))

@@ -12,13 +12,14 @@ cannot fit even then is refused, naming the bytes, before the candidate is built
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from rooftop.check.inputs import pool_size
 from rooftop.problem.instance import ProblemInstance, construct, init_inputs, make_inputs
 from rooftop.problem.spec import Shape
-from rooftop.values import nbytes, tensors
+from rooftop.values import nbytes
 from rooftop.verdict import GateFailed, Status
 
 CHILD_CONTEXT = 1 << 30  # the child's CUDA context, its kernels' modules and the allocators' slack
@@ -47,11 +48,22 @@ class ShapeSizes:
         return self.fixed() + 2 * sets * self.inputs
 
 
+def _on_meta(instance: ProblemInstance, shape: Shape, forward: bool) -> tuple[list[Any], Any, Any]:
+    """The shape's inputs on the meta device (factory calls only: milliseconds) and, when asked,
+    the reference model and its outputs there; the caller's random state is left as it was."""
+    meta = torch.device("meta")
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        inputs = make_inputs(instance.module, instance.spec, shape, 0, meta)
+        if not forward:
+            return inputs, None, None
+        model = construct(instance.module.Model, init_inputs(instance.module, instance.spec, shape), 0, meta)
+        return inputs, model, model(*inputs)
+
+
 def input_bytes(instance: ProblemInstance, shape: Shape) -> int | None:
-    """One input set's bytes, made on the meta device (factory calls only: milliseconds)."""
+    """One input set's bytes; None where the meta device cannot make them."""
     try:
-        with torch.random.fork_rng(devices=[]), torch.no_grad():
-            return nbytes(make_inputs(instance.module, instance.spec, shape, 0, torch.device("meta")))
+        return nbytes(_on_meta(instance, shape, forward=False)[0])
     except Exception:
         return None
 
@@ -60,18 +72,12 @@ def shape_sizes(instance: ProblemInstance, shape: Shape) -> ShapeSizes | None:
     """Sizes from the reference run on the meta device; None where the meta device cannot run it
     (an op without a meta kernel, a value read back), and the plan then leaves the shape to the
     defaults."""
-    meta = torch.device("meta")
     try:
-        with torch.random.fork_rng(devices=[]), torch.no_grad():
-            inputs = make_inputs(instance.module, instance.spec, shape, 0, meta)
-            model = construct(instance.module.Model, init_inputs(instance.module, instance.spec, shape), 0, meta)
-            outputs = model(*inputs)
+        inputs, model, outputs = _on_meta(instance, shape, forward=True)
     except Exception:
         return None
-    weights = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()]) \
-        if isinstance(model, torch.nn.Module) else 0
-    return ShapeSizes(inputs=nbytes(inputs), outputs=sum(t.numel() * t.element_size() for t in tensors(outputs)),
-                      weights=weights)
+    weights = nbytes([*model.parameters(), *model.buffers()]) if isinstance(model, torch.nn.Module) else 0
+    return ShapeSizes(inputs=nbytes(inputs), outputs=nbytes(outputs), weights=weights)
 
 
 def plan_pools(instance: ProblemInstance, shapes: list[Shape], free: int) -> dict[str, int]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 
+from rooftop.errors import is_out_of_memory
 from rooftop.pipeline.context import Evaluation
 from rooftop.pipeline.events import GateFinished, GateStarted, ShapeDone
 from rooftop.pipeline.gates import GATES, GateStep
@@ -90,11 +91,13 @@ class GateRunner:
 
 def _run_step(step: GateStep, ev: Evaluation, shape: Shape | None) -> GateRecord:
     """One gate's work; this process running out of memory is the harness's failure."""
-    import torch
-
     try:
         return step.run(ev, shape)
-    except (MemoryError, torch.OutOfMemoryError) as exc:
+    except GateFailed:
+        raise
+    except Exception as exc:
+        if not is_out_of_memory(exc):
+            raise
         message = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
         raise GateFailed(Status.internal_error, f"[memory] the trusted side ran out of memory: {message}") from exc
 

@@ -29,6 +29,7 @@ class TrustedReference:
         self._graphs = GraphCache()
         self._clock: Clock | None = None
         self._call_seconds: dict[str, float] = {}
+        self.changed_inputs = False  # the last run changed its inputs in place
         # a CPU timing gives both sides the same fixed thread count (the child gets it from its
         # environment); this process's own count comes back at release
         self._threads = torch.get_num_threads()
@@ -64,30 +65,27 @@ class TrustedReference:
         device may not have); a reference that changed them in place (their version counters moved)
         gets them made again from the same seed by the caller (`changed_inputs`)."""
         model = self.instance.model(shape)
-        args = inputs
-        versions = _versions(args)
+        versions = _versions(inputs)
         box: dict[str, Any] = {}
 
         def call() -> None:
-            box["out"] = model(*args)
+            box["out"] = model(*inputs)
 
         with torch.no_grad(), blame_reference("the reference forward"):
             seconds = None
             if timed and graph and self.device.type == "cuda":
-                graphed = self._graphs.load(shape.name, model, args)
+                graphed = self._graphs.load(shape.name, model, inputs)
                 seconds = self.clock.time(graphed.replay)
                 box["out"] = clone(graphed.outputs)  # the next replay overwrites them
             elif timed:
-                self._pool.admit(args, shape.name)
+                self._pool.admit(inputs, shape.name)
                 seconds = self.clock.time(call)
             else:
                 call()
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
-        self.changed_inputs = _versions(args) != versions
+        self.changed_inputs = _versions(inputs) != versions
         return box["out"], seconds
-
-    changed_inputs = False  # the last run changed its inputs in place
 
     def release(self) -> None:
         import gc

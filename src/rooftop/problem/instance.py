@@ -116,6 +116,7 @@ class ProblemInstance:
         with blame_reference("importing reference.py"):
             self.module = import_file(problem.reference, module_name)
         self._model: tuple[str, Any] | None = None
+        self.moved_inputs = False  # some input was made on another device and copied to this one
 
     def init_inputs(self, shape: Shape) -> list[Any]:
         with blame_reference("get_init_inputs"):
@@ -141,8 +142,6 @@ class ProblemInstance:
             self.moved_inputs = self.moved_inputs or any(
                 isinstance(x, torch.Tensor) and x.device != self.device for x in made)
             return [to_device(x, self.device) for x in made]
-
-    moved_inputs = False  # some input was made on another device and copied to this one
 
     def release(self) -> None:
         self._model = None
