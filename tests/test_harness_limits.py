@@ -125,3 +125,32 @@ def test_small_inputs_are_planned_without_running_the_reference(monkeypatch):
 
     monkeypatch.setattr("rooftop.pipeline.memory.shape_sizes", forward_not_wanted)
     assert plan_pools(instance, [shape], free=80 << 30)[shape.name] >= 2
+
+
+def test_shape_sizes_are_measured_once_and_kept_in_the_cache(monkeypatch, tmp_path):
+    """The forward that sizes a large shape costs a fresh process most of a second: its figures
+    are kept per reference source, spec, shape and torch version, and a damaged entry is measured
+    again."""
+    from rooftop.pipeline import memory
+
+    monkeypatch.setenv("ROOFTOP_CACHE", str(tmp_path))
+    problem = fixture_problem("scale")
+    instance = ProblemInstance(problem, "cpu")
+    shape = problem.spec.shapes[0]
+    first = memory.cached_shape_sizes(instance, shape)
+    assert first is not None and first.inputs > 0
+    [entry] = (tmp_path / "sizes").iterdir()
+
+    def forward_not_wanted(*_args):
+        raise AssertionError("the reference's forward ran again")
+
+    real_forward = memory.shape_sizes
+    monkeypatch.setattr(memory, "shape_sizes", forward_not_wanted)
+    assert memory.cached_shape_sizes(instance, shape) == first
+    entry.write_text('{"inputs": -1}')
+    monkeypatch.setattr(memory, "shape_sizes", real_forward)
+    assert memory.cached_shape_sizes(instance, shape) == first
+    assert memory.ShapeSizes.model_validate_json(entry.read_text()) == first
+    other = problem.spec.shapes[1] if len(problem.spec.shapes) > 1 else shape.model_copy(update={"name": "other"})
+    memory.cached_shape_sizes(instance, other)
+    assert len(list((tmp_path / "sizes").iterdir())) == 2  # one entry per shape

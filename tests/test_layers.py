@@ -22,7 +22,7 @@ LAYERS = [
     ["environment"],
     ["build", "solution", "problem"],
     ["verdict"],
-    ["values", "errors"],
+    ["values", "errors", "bytecode"],
 ]
 # modules that import only other leaves: pure statistics, dtype names, datasheet facts, cache paths
 LEAVES = {"rooftop.measure.measurement", "rooftop.problem.dtypes", "rooftop.score.hardware", "rooftop.build.cache"}

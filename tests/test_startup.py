@@ -4,6 +4,7 @@ verdict keeps, and the events cross-check held to the profiled call's own time."
 import json
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 from conftest import FIXTURES, fixture_problem, run
@@ -71,3 +72,69 @@ def test_the_events_cross_check_holds_kernels_to_the_same_calls_event_time():
     assert flags(_result(100e-6, kernels=125e-6, events=130e-6)) == []
     assert flags(_result(100e-6, kernels=125e-6, events=60e-6)) == ["events"]
     assert flags(_result(100e-6, kernels=125e-6, events=None)) == []  # no event time: nothing to compare
+
+
+BYTECODE_SCRIPT = """
+import sys
+from pathlib import Path
+from rooftop.bytecode import enable, for_child
+print(enable(Path(sys.argv[1]), "slowpkg"))
+import slowpkg
+print(for_child())
+"""
+
+
+def test_packages_installed_without_bytecode_get_it_in_rooftops_cache_and_the_child_only_reads_it(tmp_path):
+    """Where the environment keeps no bytecode, each process would compile torch again: the trusted
+    process writes it under the cache, and a child is pointed at it through a read-only folder."""
+    packages = tmp_path / "site"
+    (packages / "slowpkg").mkdir(parents=True)
+    (packages / "slowpkg" / "__init__.py").write_text("VALUE = 1\n")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{packages}:{Path(spawn.PACKAGE).parent}",
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    cache = tmp_path / "cache"
+    shown = subprocess.run([sys.executable, "-c", BYTECODE_SCRIPT, str(cache)], env=env, capture_output=True,
+                           text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    folder = cache / "pycache" / sys.implementation.cache_tag
+    assert shown.stdout.splitlines()[0] == str(folder)
+    assert list(folder.rglob("__init__.*.pyc")), "the package's bytecode was written under the cache"
+    assert not (packages / "slowpkg" / "__pycache__").exists()  # never beside the sources
+    assert f"'PYTHONPYCACHEPREFIX': '{folder}'" in shown.stdout and f"PosixPath('{folder}')" in shown.stdout
+    off = subprocess.run([sys.executable, "-c", BYTECODE_SCRIPT, str(tmp_path / "off")],
+                         env={**env, "ROOFTOP_PYCACHE": "off"}, capture_output=True, text=True, timeout=60)
+    assert off.stdout.splitlines()[0] == "None" and not (tmp_path / "off").exists()  # the switch
+    # a package installed with its bytecode leaves Python's behaviour alone
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(packages)], check=True, timeout=60)
+    again = subprocess.run([sys.executable, "-c", BYTECODE_SCRIPT, str(tmp_path / "other")], env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert again.stdout.splitlines()[0] == "None" and not (tmp_path / "other").exists()
+
+
+def test_the_childs_sandbox_binds_the_bytecode_folder_read_only(tmp_path, monkeypatch):
+    folder = tmp_path / "pycache"
+    folder.mkdir()
+    monkeypatch.setattr(sys, "pycache_prefix", str(folder))
+    problem = fixture_problem("scale")
+    started = spawn._start(problem, load_solution(FIXTURES / "solutions" / "good.py"), "cpu", "auto", tmp_path)
+    try:
+        assert started.sandbox.env["PYTHONPYCACHEPREFIX"] == str(folder)
+        assert started.sandbox.env["PYTHONDONTWRITEBYTECODE"] == "1"
+        if started.sandbox.kind.value == "bwrap":
+            args = started.sandbox.prefix
+            assert ["--ro-bind", str(folder), str(folder)] in [args[i:i + 3] for i in range(len(args) - 2)]
+            assert str(folder) not in [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--bind"]
+    finally:
+        started.session.close()
+
+
+def test_inputs_made_on_the_current_gpu_count_as_made_there():
+    """'cuda' names the current GPU: a tensor get_inputs made there (cuda:0) was not moved."""
+    import torch
+
+    from rooftop.problem.instance import _on
+
+    assert _on(torch.device("cuda:0"), torch.device("cuda"))
+    assert _on(torch.device("cpu"), torch.device("cpu"))
+    assert not _on(torch.device("cpu"), torch.device("cuda"))
+    assert not _on(torch.device("cuda:1"), torch.device("cuda:0"))

@@ -123,6 +123,24 @@ def test_replacing_a_guarded_function_is_seen():
     assert guard.replaced() == []
 
 
+def test_every_guarded_name_exists_and_a_replaced_method_or_input_maker_is_seen():
+    """The guard resolves its names once and reads attributes after each call (no import
+    machinery per call); a name that no longer exists would watch nothing, so it is an error."""
+    from rooftop.problem import instance
+
+    guard = TamperGuard()  # raises when a guarded name does not resolve
+    original_make, original_clone = instance.drawn_inputs, torch.Tensor.clone
+    try:
+        instance.drawn_inputs = lambda *a: []
+        torch.Tensor.clone = lambda self, *a, **k: self
+        assert sorted(guard.replaced()) == ["rooftop.problem.instance.drawn_inputs", "torch.Tensor.clone"]
+    finally:
+        instance.drawn_inputs, torch.Tensor.clone = original_make, original_clone
+    assert guard.replaced() == []
+    with pytest.raises(RuntimeError, match="does not exist: rooftop.nowhere.thing"):
+        TamperGuard(("rooftop.nowhere.thing",))
+
+
 def test_the_child_is_told_no_held_out_shape_it_does_not_run():
     problem = load_problem(FIXTURES / "problems" / "scale")
     _, shapes = select_shapes(problem, "visible", "cpu")

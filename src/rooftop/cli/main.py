@@ -167,6 +167,7 @@ def demo_command(
     from rooftop.cli.progress import event_display, verdict_lines
     from rooftop.cli.render import summary_table
     from rooftop.pipeline.evaluate import resolve_device
+    from rooftop.pipeline.spawn import prestart
     from rooftop.problem.registry import bundled_names, expected_statuses, resolve
     from rooftop.solution.loader import load_solution
     from rooftop.store.db import Store
@@ -187,10 +188,12 @@ def demo_command(
     dev = resolve_device(settings.device)
     lines = verdict_lines(not json_output, total=len(jobs))
     with event_display(not json_output, total=len(jobs)) as display:
-        for problem, entry, expected in jobs:
+        for i, (problem, entry, expected) in enumerate(jobs):
             label = f"{problem.name}/{entry.name}"
             events = display.start(label)
             started = time.monotonic()
+            if dev == "cuda" and i + 1 < len(jobs):  # the next child comes up beside this GPU work
+                prestart(jobs[i + 1][0], load_solution(jobs[i + 1][1]), dev, settings.sandbox)
             verdict = run_evaluation(problem, load_solution(entry), settings, store=store, events=events)
             wanted = (expected or {}).get(dev)
             rows.append((problem.name, entry.name, verdict, wanted))
@@ -285,6 +288,10 @@ register_kernelbench_commands(app)
 
 
 def main() -> None:
+    from rooftop.build.cache import cache_root
+    from rooftop.bytecode import enable
+
+    enable(cache_root())  # before anything imports torch
     try:
         code = app(prog_name="rooftop", standalone_mode=False)
     except Exception as exc:

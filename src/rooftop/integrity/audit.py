@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -102,32 +103,45 @@ GUARDED = (
     "torch.cuda.synchronize", "torch.cuda._sleep", "torch.Tensor.zero_", "torch.Tensor.clone", "torch.Tensor.reshape",
     "torch.Tensor.to", "torch.Tensor.tolist", "torch.Tensor.cpu", "torch.randint",
     "rooftop.measure.timer.CudaEventClock.time", "rooftop.measure.timer.CpuClock.time",
-    "rooftop.check.probe.probe_output", "rooftop.check.probe.probe_outputs", "rooftop.check.inputs.make_inputs",
+    "rooftop.check.probe.probe_output", "rooftop.check.probe.probe_outputs", "rooftop.problem.instance.drawn_inputs",
+    "rooftop.problem.instance.ProblemInstance.inputs", "rooftop.problem.instance.seed_generators",
     "rooftop.pipeline.channel.ChannelWriter.send", "rooftop.check.landing.LandingTarget.write",
     "rooftop.integrity.audit.Audit.findings", "rooftop.integrity.audit.Audit.__enter__",
 )
 
 
-def _lookup(dotted: str) -> Any:
+def _locate(dotted: str) -> tuple[str, list[str]]:
+    """Split a dotted name into its longest importable module and the attributes after it."""
     import importlib
 
     parts = dotted.split(".")
     for split in range(len(parts), 0, -1):
         try:
-            value: Any = importlib.import_module(".".join(parts[:split]))
+            importlib.import_module(".".join(parts[:split]))
         except ImportError:
             continue
-        for attr in parts[split:]:
-            value = getattr(value, attr, None)
-        return value
-    return None
+        return ".".join(parts[:split]), parts[split:]
+    return dotted, []
+
+
+def _resolve(module: str, attrs: list[str]) -> Any:
+    """What the name means now: the module as imported (import_module would return the same
+    object), then its attributes; resolved after every call, so without any import machinery."""
+    value: Any = sys.modules.get(module)
+    for attr in attrs:
+        value = getattr(value, attr, None)
+    return value
 
 
 class TamperGuard:
     """Remembers the functions the harness relies on, and names any that were replaced since."""
 
     def __init__(self, names: tuple[str, ...] = GUARDED) -> None:
-        self._originals = {name: _lookup(name) for name in names}
+        self._where = {name: _locate(name) for name in names}
+        self._originals = {name: _resolve(*where) for name, where in self._where.items()}
+        missing = [name for name, original in self._originals.items() if original is None]
+        if missing:
+            raise RuntimeError(f"the tamper guard names what does not exist: {', '.join(missing)}")
 
     def replaced(self) -> list[str]:
-        return [name for name, original in self._originals.items() if _lookup(name) is not original]
+        return [name for name, original in self._originals.items() if _resolve(*self._where[name]) is not original]

@@ -47,7 +47,8 @@ def call(ev: Evaluation, shape: Shape, *, full: bool = False, audit: bool = Fals
     ev.add_time("inputs", time.perf_counter() - made)
     graph = timed and graphs and not profile
     started = time.perf_counter()
-    expected, reference_seconds = ev.trusted.run(shape, inputs, timed=timed, graph=graph)
+    expected, reference_seconds = ev.trusted.run(shape, inputs, timed=timed, graph=graph,
+                                                 pool_sets=ev.pool_sets.get(shape.name))
     reference_wall = time.perf_counter() - started
     if ev.trusted.changed_inputs:  # the reference wrote its inputs: the checks need them as made
         inputs = ev.trusted.inputs(shape, seed)

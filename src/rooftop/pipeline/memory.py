@@ -11,11 +11,16 @@ cannot fit even then is refused, naming the bytes, before the candidate is built
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 import torch
+from pydantic import BaseModel, NonNegativeInt
 
+from rooftop.build.cache import cache_root
 from rooftop.check.inputs import pool_size
 from rooftop.problem.instance import ProblemInstance, construct, init_inputs, make_inputs
 from rooftop.problem.spec import Shape
@@ -30,11 +35,13 @@ MARGIN = 0.05  # share of free memory left unplanned (fragmentation, cuBLAS work
 SMALL_SHARE = 1 / 64
 
 
-@dataclass
-class ShapeSizes:
-    inputs: int  # one input set
-    outputs: int  # the reference's outputs
-    weights: int  # parameters and buffers of one model
+class ShapeSizes(BaseModel):
+    """A shape's sizes in bytes (kept in the cache: the meta-device forward that measures them
+    costs a fresh process the first import of torch's decompositions, most of a second)."""
+
+    inputs: NonNegativeInt  # one input set
+    outputs: NonNegativeInt  # the reference's outputs
+    weights: NonNegativeInt  # parameters and buffers of one model
 
     def fixed(self) -> int:
         """Bytes needed besides the pools (each pool holds the set in flight): on the trusted side
@@ -80,6 +87,32 @@ def shape_sizes(instance: ProblemInstance, shape: Shape) -> ShapeSizes | None:
     return ShapeSizes(inputs=nbytes(inputs), outputs=nbytes(outputs), weights=weights)
 
 
+def cached_shape_sizes(instance: ProblemInstance, shape: Shape) -> ShapeSizes | None:
+    """`shape_sizes`, measured once per reference source, problem spec, shape and torch version."""
+    path = _sizes_path(instance, shape)
+    try:
+        return ShapeSizes.model_validate_json(path.read_text())
+    except (OSError, ValueError):
+        pass
+    sizes = shape_sizes(instance, shape)
+    if sizes is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_suffix(f".{os.getpid()}.part")
+            partial.write_text(sizes.model_dump_json())
+            partial.replace(path)
+        except OSError:
+            pass  # a read-only cache costs the next evaluation the forward again, nothing else
+    return sizes
+
+
+def _sizes_path(instance: ProblemInstance, shape: Shape) -> Path:
+    digest = hashlib.sha256(Path(instance.problem.reference).read_bytes())
+    digest.update(json.dumps([instance.spec.model_dump(mode="json"), shape.model_dump(mode="json"),
+                              torch.__version__], sort_keys=True).encode())
+    return cache_root() / "sizes" / f"{digest.hexdigest()[:32]}.json"
+
+
 def plan_pools(instance: ProblemInstance, shapes: list[Shape], free: int) -> dict[str, int]:
     """Input sets per shape, for both sides; a GateFailed (internal_error) names a shape that cannot fit."""
     budget = int(free * (1 - MARGIN)) - CHILD_CONTEXT
@@ -89,7 +122,7 @@ def plan_pools(instance: ProblemInstance, shapes: list[Shape], free: int) -> dic
         if small is not None and small < SMALL_SHARE * budget:
             plan[shape.name] = pool_size(small)
             continue
-        sizes = shape_sizes(instance, shape)
+        sizes = cached_shape_sizes(instance, shape)
         if sizes is None:
             continue
         if sizes.need(2) > budget:

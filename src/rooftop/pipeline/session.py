@@ -33,6 +33,8 @@ if TYPE_CHECKING:  # the protocol's models import torch; a child is started befo
 R = TypeVar("R", bound="_Reply")
 
 
+QUIT_GRACE = 0.1  # seconds a child that was asked to quit may take before it is killed
+
 class ChildSession:
     def __init__(self, sandbox: SandboxPlan, scratch: Path, log_path: Path) -> None:
         self.scratch, self.log_path, self.sandbox = scratch, log_path, sandbox
@@ -149,9 +151,11 @@ class ChildSession:
         self._stop()
 
     def _stop(self) -> None:
+        # a child has nothing to save once its last reply is read: it gets a moment to leave on its
+        # own, then is killed (a CUDA process's orderly exit takes half a second of the verdict)
         if self.proc.poll() is None:
             try:
-                self.proc.wait(timeout=0.5)
+                self.proc.wait(timeout=QUIT_GRACE)
             except subprocess.TimeoutExpired:
                 pass
         if self.proc.poll() is None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rooftop.build.cache import cache_root, source_dir
+from rooftop.bytecode import for_child as bytecode_for_child
 from rooftop.integrity.sandbox import SandboxPlan, plan
 from rooftop.measure.contention import cpu_threads, thread_env
 from rooftop.pipeline.context import Evaluation
@@ -57,9 +58,10 @@ def _key(problem: Problem, solution: Solution, device: str, sandbox: str, root: 
 
 def _start(problem: Problem, solution: Solution, device: str, sandbox: str, root: Path) -> Started:
     scratch = Path(tempfile.mkdtemp(prefix="rooftop-eval-"))
-    plan_ = plan(sandbox, scratch=scratch, device=device, extra_env=child_env(device),
+    bytecode_env, bytecode_folders = bytecode_for_child()
+    plan_ = plan(sandbox, scratch=scratch, device=device, extra_env={**child_env(device), **bytecode_env},
                  writable=[source_dir(solution.source_hash, root)],
-                 readable=[solution.path, problem.reference, PACKAGE])
+                 readable=[solution.path, problem.reference, PACKAGE, *bytecode_folders])
     session = ChildSession(plan_, scratch, scratch / "child.log")
     return Started(_key(problem, solution, device, sandbox, root), session, scratch, plan_)
 

@@ -57,13 +57,14 @@ class TrustedReference:
         return self.instance.inputs(shape, seed)
 
     def run(self, shape: Shape, inputs: list[Any], timed: bool = False,
-            graph: bool = False) -> tuple[Any, float | None]:
+            graph: bool = False, pool_sets: int | None = None) -> tuple[Any, float | None]:
         """The expected output for these inputs, and its time when asked: timed like the candidate,
         from the same kind of input pool, in a CUDA graph when it is.
 
         The reference runs on the inputs themselves, not a copy (a copy of a 6 GB input is 6 GB the
         device may not have); a reference that changed them in place (their version counters moved)
-        gets them made again from the same seed by the caller (`changed_inputs`)."""
+        gets them made again from the same seed by the caller (`changed_inputs`). A timed call's
+        inputs join a pool of `pool_sets` (the memory plan's figure, the same as the child's)."""
         model = self.instance.model(shape)
         versions = _versions(inputs)
         box: dict[str, Any] = {}
@@ -78,7 +79,7 @@ class TrustedReference:
                 seconds = self.clock.time(graphed.replay)
                 box["out"] = clone(graphed.outputs)  # the next replay overwrites them
             elif timed:
-                self._pool.admit(inputs, shape.name)
+                self._pool.admit(inputs, shape.name, pool_sets)  # as many sets as the child keeps
                 seconds = self.clock.time(call)
             else:
                 call()

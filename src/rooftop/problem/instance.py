@@ -68,13 +68,22 @@ def init_inputs(reference: ModuleType, spec: ProblemSpec, shape: Shape) -> list[
     return list(_call(reference.get_init_inputs, spec, shape))
 
 
+def seed_generators(seed: int, device: torch.device) -> None:
+    """What `torch.manual_seed` does for the generators an evaluation uses (the CPU's and the
+    GPUs'), without seeding back ends it never uses: seeding XPU and MTIA before they start records
+    a stack trace each time, a millisecond of every call's input making."""
+    torch.default_generator.manual_seed(seed)
+    if device.type == "cuda" or torch.cuda.is_initialized():
+        torch.cuda.manual_seed_all(seed)
+
+
 def construct(cls: Any, init: list[Any], seed: int, device: torch.device) -> Any:
     """A model for one shape, its weights drawn from `seed` on the evaluation device.
 
     Every side that builds a model builds it this way, so the same seed gives the same weights;
     drawing them on the GPU takes milliseconds where a CPU needs minutes for a MoE layer's gigabytes.
     """
-    torch.manual_seed(seed)
+    seed_generators(seed, device)
     with torch.device(device):
         return cls(*clone(init))
 
@@ -91,7 +100,7 @@ def make_inputs(reference: ModuleType, spec: ProblemSpec, shape: Shape, seed: in
 def drawn_inputs(reference: ModuleType, spec: ProblemSpec, shape: Shape, seed: int, device: torch.device) -> list:
     """What `get_inputs` returns for this seed with the evaluation device as the factories' default
     (a tensor it puts on another device explicitly stays there: `make_inputs` moves it)."""
-    torch.manual_seed(seed)
+    seed_generators(seed, device)
     with torch.device(device):
         return list(_call(reference.get_inputs, spec, shape))
 
@@ -102,6 +111,11 @@ def set_precision(spec: ProblemSpec) -> None:
     tf32 = "tfloat32" in (spec.dtype, spec.peak_dtype)
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
+
+
+def _on(where: torch.device, device: torch.device) -> bool:
+    """Whether a tensor on `where` is on `device` ('cuda' names whichever GPU is current: cuda:0 is on it)."""
+    return where.type == device.type and (device.index is None or where.index == device.index)
 
 
 class ProblemInstance:
@@ -140,7 +154,7 @@ class ProblemInstance:
             made = drawn_inputs(self.module, self.spec, shape, seed, self.device)
             # a get_inputs that names another device (device="cpu") is copied over, and the verdict says so
             self.moved_inputs = self.moved_inputs or any(
-                isinstance(x, torch.Tensor) and x.device != self.device for x in made)
+                isinstance(x, torch.Tensor) and not _on(x.device, self.device) for x in made)
             return [to_device(x, self.device) for x in made]
 
     def release(self) -> None:
