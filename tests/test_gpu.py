@@ -131,7 +131,8 @@ def test_kernel_tracer_sees_every_stream_and_each_kernels_time():
             z = x * 2  # left running on a side stream, never joined
         return y, z
 
-    _, kernels, stream = trace(call)
+    _, kernels, stream, window = trace(call)
+    assert window is None  # the call opened no timed window
     assert len(kernels) == 2, [k.name for k in kernels]
     on_caller = [k for k in kernels if k.stream == stream]
     elsewhere = [k for k in kernels if k.stream != stream]
@@ -139,5 +140,43 @@ def test_kernel_tracer_sees_every_stream_and_each_kernels_time():
     assert "gemm" in on_caller[0].name.lower() or "sm90" in on_caller[0].name.lower(), on_caller[0].name
     assert all(k.end_ns > k.start_ns for k in kernels)
     # a second trace in the same process is as good as the first
-    _, again, _ = trace(lambda: x @ x)
+    _, again, _, _ = trace(lambda: x @ x)
     assert len(again) == 1
+
+
+def test_side_stream_work_joined_inside_the_timed_window_is_told_from_work_left_outside_it():
+    """The profiled call spins the caller's stream before its start event and marks it before its
+    end event: a stream that waits for the caller's and is waited for runs inside that window, a
+    stream launched without waiting starts during the spin, outside it."""
+    import torch
+
+    from rooftop.integrity.cupti import mark, trace
+
+    x = torch.randn(4096, 4096, device="cuda")
+    side = torch.cuda.Stream()
+
+    def windowed(work):
+        def call():
+            torch.cuda._sleep(2_000_000)
+            work()
+            mark()
+        return call
+
+    def joined():
+        caller = torch.cuda.current_stream()
+        side.wait_stream(caller)
+        with torch.cuda.stream(side):
+            x.mul(2)
+        caller.wait_stream(side)
+
+    def unjoined():
+        with torch.cuda.stream(side):
+            x.mul(2)
+
+    for work, inside in ((joined, True), (unjoined, False)):
+        _, kernels, stream, window = trace(windowed(work))
+        assert window is not None
+        [side_kernel] = [k for k in kernels if k.stream != stream]
+        assert window.holds(side_kernel) is inside, (work.__name__, side_kernel, window)
+        torch.cuda.synchronize()
+

@@ -260,6 +260,35 @@ def test_figures_of_a_matmul_are_its_flops_and_its_three_matrices(tmp_path):
     assert figures.flops == 2 * 512**3 and figures.bytes == 3 * 512 * 512 * 4
 
 
+def test_a_time_below_an_estimated_floor_is_a_warning_not_a_rejection(tmp_path):
+    """Counted flops are a direct algorithm's (cuDNN's FFT convolutions do fewer): a time under the
+    floor of estimated figures is flagged, while under a problem's own formulas it is rejected."""
+    from rooftop.pipeline.scoring import score
+    from rooftop.problem.loader import load_problem
+    from rooftop.verdict import Environment
+
+    problem = load_problem(reference(tmp_path, MATMUL, "1_matmul.py"))
+    assert problem.spec.figures == "estimated"
+    shape = problem.spec.shapes[0]
+    h100 = Environment(device="cuda", device_name="NVIDIA H100 80GB HBM3", mode="gpu", python="3", torch="2",
+                       platform="linux", hostname="h", rooftop="0")
+
+    def verdict() -> Verdict:
+        stats = TimingStats(clock="cuda_event", samples=[1e-9] * 20, stopped_by="precision")  # beyond any GPU
+        return Verdict(problem=problem.name, problem_version=1, solution="s", source_hash="0", reward=0.0,
+                       status=Status.correct, environment=h100,
+                       shapes=[ShapeResult(shape=shape.name, split="visible", params={}, candidate=stats,
+                                           reference=stats)])
+
+    estimated = verdict()
+    _, impossible = score(estimated, problem, timed=True)
+    assert impossible == [] and estimated.shapes[0].flags == ["roofline"]
+    assert any("not taken as proof" in w for w in estimated.warnings)
+    exact = problem.model_copy(update={"spec": problem.spec.model_copy(update={"figures": "exact"})})
+    _, impossible = score(verdict(), exact, timed=True)
+    assert impossible and "work ran outside the timed call" in impossible[0]
+
+
 def test_figures_count_parameters_and_leave_elementwise_work_out(tmp_path):
     figures = estimate(reference(tmp_path, LINEAR_GELU))
     assert figures.flops == 2 * 8 * 32 * 16  # the GELU counts nothing

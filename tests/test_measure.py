@@ -114,6 +114,22 @@ def test_pool_cycles_and_no_call_sees_the_previous_calls_pointers_or_values():
     assert len(small) == 1 and small.size == 50
 
 
+def test_a_full_pool_makes_room_before_the_next_set_is_made():
+    """Two sets of 6 GB each: the third must not be made while both are alive; the set just
+    before the new one stays, so consecutive calls still get different addresses."""
+    pool = InputPool()
+    pool.make_room("s")  # nothing admitted yet: nothing to retire
+    pointers = []
+    for i in range(6):
+        pool.make_room("s")
+        assert len(pool) <= 1 or pool.size is None or len(pool) < pool.size
+        x = torch.full((1 << 16,), float(i))
+        pool.admit([x], "s", sets=2)
+        pointers.append(x.data_ptr())
+        assert len(pool) == min(i + 1, 2)
+    assert all(a != b for a, b in zip(pointers, pointers[1:]))
+
+
 def test_the_in_process_loop_warms_up_then_samples_fresh_inputs_each_call():
     made = []
 

@@ -85,6 +85,14 @@ class InputPool:
         self._sets.append(inputs)
         return inputs
 
+    def make_room(self, shape: str | None = None) -> None:
+        """Retire the oldest set of a full pool before the next set is made, so that a pool of n
+        sets peaks at n (gigabytes each, where inputs are large), not n + 1 while the new one is
+        made; the set just before stays alive, so the next call still gets other addresses."""
+        if shape == self._shape and self.size is not None:
+            while len(self._sets) >= self.size:
+                self._sets.popleft()
+
     def __len__(self) -> int:
         return len(self._sets)
 

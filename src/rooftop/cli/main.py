@@ -148,6 +148,9 @@ def eval_command(
     out.print(f"[dim]recorded in {db}[/dim]")
 
 
+DEMO_GPU_TIMEOUT = 30.0  # seconds a gate of the demo may take on a GPU, when --timeout is not given
+
+
 @app.command("demo")
 def demo_command(
     deck: Annotated[str, typer.Option("--deck", metavar="DECK",
@@ -176,6 +179,10 @@ def demo_command(
     if not names:
         raise UserError(f"--deck: no bundled deck named '{deck}' (or it holds no problems)")
     settings = _settings(device, shapes, timeout, None, True, sandbox)
+    if timeout is None and resolve_device(settings.device) == "cuda":
+        # the deck's calls take milliseconds: its hanging example is cut off after half a minute,
+        # not the two minutes a GPU shape gets by default
+        settings = settings.model_copy(update={"timeout": DEMO_GPU_TIMEOUT})
     jobs = []
     for name in names:
         problem = resolve(name)
@@ -308,7 +315,23 @@ def main() -> None:
         if message:  # empty when a rich-mode sub-app printed its help screen instead
             _report_user_error(message)
         sys.exit(2)
-    sys.exit(code if isinstance(code, int) else 0)
+    _leave(code if isinstance(code, int) else 0)
+
+
+def _leave(code: int) -> None:
+    """Exit without the interpreter's teardown once the command's work is done: the exit handlers
+    run (unclaimed children are stopped, files closed), but freeing every module and tearing down
+    a CUDA context that held gigabytes takes a one-shot verdict most of a second for nothing."""
+    import atexit
+    import os
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def _usage_message(exc: Exception) -> str | None:

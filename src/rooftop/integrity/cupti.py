@@ -125,18 +125,45 @@ def client() -> _Client:
     return _client
 
 
-def trace(call: Callable[[], Any]) -> tuple[Any, list[KernelRecord], int]:
-    """Run `call` between two marker kernels on the caller's stream; its result, the kernels it
-    launched (all streams, in start order) and the caller's stream id as CUPTI numbers it."""
+_marker: Any = None
+
+
+def mark() -> None:
+    """One tiny kernel on the current stream, the same every time: the markers `trace` looks for."""
     import torch
 
-    marker = torch.zeros(1, device="cuda")
+    global _marker
+    if _marker is None:
+        _marker = torch.zeros(1, device="cuda")
+    _marker.add_(1)
+
+
+@dataclass
+class Window:
+    """The timed region of a traced call in GPU time: from the end of the spin that opened it
+    to the start of the marker that closed it, both on the caller's stream."""
+
+    opened_ns: int
+    closed_ns: int
+
+    def holds(self, record: KernelRecord) -> bool:
+        return self.opened_ns <= record.start_ns and record.end_ns <= self.closed_ns
+
+
+def trace(call: Callable[[], Any]) -> tuple[Any, list[KernelRecord], int, Window | None]:
+    """Run `call` between two marker kernels on the caller's stream; its result, the kernels it
+    launched (all streams, in start order, markers left out), the caller's stream id as CUPTI
+    numbers it, and the timed window when the call opened one (a spin, then its work, then `mark()`
+    on the caller's stream: `pipeline/child_call.py` times the profiled call that way)."""
+    import torch
+
+    mark()
     torch.cuda.synchronize()
 
     def bracketed() -> Any:
-        marker.add_(1)
+        mark()
         result = call()
-        marker.add_(1)
+        mark()
         torch.cuda.synchronize()
         return result
 
@@ -156,4 +183,9 @@ def trace(call: Callable[[], Any]) -> tuple[Any, list[KernelRecord], int]:
     if len(caller) < 2 or caller[0].name != caller[-1].name or \
             not all(r.end_ns >= r.start_ns > 0 and r.name for r in records):
         raise ProfilerUnavailable("the profiler's marker kernels did not read back as launched")
-    return result, [r for r in records if r is not caller[0] and r is not caller[-1]], caller[0].stream
+    markers = [caller[0], caller[-1]]
+    window = None
+    if len(caller) >= 4 and "spin" in caller[1].name and caller[-2].name == caller[0].name:
+        window = Window(caller[1].end_ns, caller[-2].start_ns)
+        markers += [caller[1], caller[-2]]
+    return result, [r for r in records if all(r is not m for m in markers)], caller[0].stream, window

@@ -53,10 +53,11 @@ def kernel_share(kernels: list[Any], names: set[str]) -> float | None:
 
 
 def profile_kernels(call: Callable[[], Any]) -> tuple[Any, list[dict[str, Any]], int]:
-    """Child side: run one call under the kernel tracer (integrity/cupti.py); its result, the
-    call's kernels on every stream, and the caller's stream. Raises ProfilerUnavailable."""
+    """Run `call` once under CUPTI's kernel tracing (see `cupti.py`); the result, the
+    call's kernels on every stream (each saying whether it ran inside the call's timed window),
+    and the caller's stream. Raises ProfilerUnavailable."""
     from rooftop.integrity.cupti import trace
 
-    result, records, stream = trace(call)
-    return result, [{"name": r.name, "microseconds": (r.end_ns - r.start_ns) / 1e3, "stream": r.stream}
-                    for r in records], stream
+    result, records, stream, window = trace(call)
+    return result, [{"name": r.name, "microseconds": (r.end_ns - r.start_ns) / 1e3, "stream": r.stream,
+                     "within": window is not None and window.holds(r)} for r in records], stream

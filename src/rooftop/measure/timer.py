@@ -64,19 +64,23 @@ class CudaEventClock:
         self._sink = torch.empty((), dtype=torch.int8, device=device)
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
-        self._hold_cycles = self._cycles_for(self.HOLD_SECONDS)
+        self._cycles_per_second = self._spin_rate()
+        self._hold_cycles = self.cycles_for(self.HOLD_SECONDS)
         self._reset_persisting = _persisting_l2_reset()
 
-    def _cycles_for(self, seconds: float) -> int:
-        """GPU clock cycles that `_sleep` needs to spin for `seconds` (measured, not assumed)."""
+    def cycles_for(self, seconds: float) -> int:
+        """GPU clock cycles that `_sleep` spins for `seconds` (the rate measured when the clock was made)."""
+        return max(1, int(seconds * self._cycles_per_second))
+
+    def _spin_rate(self) -> float:
+        """GPU clock cycles `_sleep` spins per second, measured once (not assumed)."""
         torch, probe = self._torch, 1_000_000
         torch.cuda._sleep(probe)  # first call loads the kernel
         self._start.record()
         torch.cuda._sleep(probe)
         self._end.record()
         self._end.synchronize()
-        per_second = probe / max(self._start.elapsed_time(self._end) / 1e3, 1e-6)
-        return max(1, int(seconds * per_second))
+        return probe / max(self._start.elapsed_time(self._end) / 1e3, 1e-6)
 
     def prepare(self) -> None:
         if self._reset_persisting is not None:

@@ -43,7 +43,7 @@ def call(ev: Evaluation, shape: Shape, *, full: bool = False, audit: bool = Fals
     checks, graphs = ev.settings.checks, ev.settings.graphs
     seed = ev.seeds.next() if seed is None else seed
     made = time.perf_counter()
-    inputs = ev.trusted.inputs(shape, seed)
+    inputs = ev.trusted.inputs(shape, seed, timed=timed)
     ev.add_time("inputs", time.perf_counter() - made)
     graph = timed and graphs and not profile
     started = time.perf_counter()

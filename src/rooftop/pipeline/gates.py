@@ -6,7 +6,7 @@ record of a failure belong to the runner (runner.py), not to the gates."""
 from __future__ import annotations
 
 import time
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rooftop.measure.stopping import TimingPolicy
 from rooftop.pipeline.context import Evaluation
@@ -71,7 +71,12 @@ class BuildGate(GateStep):
             from rooftop.pipeline.memory import plan_pools
 
             free, _ = torch.cuda.mem_get_info(ev.trusted.device)
-            ev.pool_sets = plan_pools(ev.trusted.instance, ev.shapes, free)
+            try:
+                ev.pool_sets = plan_pools(ev.trusted.instance, ev.shapes, free)
+            except GateFailed:
+                # memory of a process that has just ended (the previous evaluation's child) comes
+                # back to the driver a moment after it exits: refuse only once it has stopped growing
+                ev.pool_sets = plan_pools(ev.trusted.instance, ev.shapes, _settled_free_memory(ev.trusted.device, free))
         ev.phases["trusted_setup"] = time.perf_counter() - started
         ev.session.hello(ev.state.deadline)
         ev.phases["child_start"] = time.perf_counter() - started
@@ -82,6 +87,17 @@ class BuildGate(GateStep):
         _raise_failure(built)
         ev.phases["build"] = built.seconds
         return GateRecord(gate=self.gate, ok=True, seconds=built.seconds, cached=built.cached)
+
+
+def _settled_free_memory(device: Any, free: int, wait: float = 5.0, every: float = 0.25) -> int:
+    """The most free device memory seen over `wait` seconds (asked only when the plan failed)."""
+    import torch
+
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        time.sleep(every)
+        free = max(free, torch.cuda.mem_get_info(device)[0])
+    return free
 
 
 class LoadGate(GateStep):

@@ -36,6 +36,7 @@ class Kernel(BaseModel):
     name: str
     microseconds: float
     stream: int
+    within: bool = False  # ran inside the call's timed window (after the caller's stream reached the start)
 
 
 # -- requests ---------------------------------------------------------------------------------

@@ -53,7 +53,10 @@ class TrustedReference:
             self._clock = clock_for(self.device)
         return self._clock
 
-    def inputs(self, shape: Shape, seed: int) -> list[Any]:
+    def inputs(self, shape: Shape, seed: int, timed: bool = False) -> list[Any]:
+        """A call's inputs; a timed call's join the pool, whose oldest set goes first."""
+        if timed:
+            self._pool.make_room(shape.name)
         return self.instance.inputs(shape, seed)
 
     def run(self, shape: Shape, inputs: list[Any], timed: bool = False,
