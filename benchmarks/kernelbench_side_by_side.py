@@ -6,7 +6,8 @@ CUDA events, as its scripts run it) in a fresh process, cold (an empty build fol
 (the same folder); then `rooftop eval` cold (an empty build cache) then warm. Every figure is the
 wall time of the whole process, measured here, with the status and the kernel time each reports.
 
-    python benchmarks/kernelbench_side_by_side.py --kernelbench PATH [--problems 19 23] [--warm-runs 3] [--json out.json]
+    python benchmarks/kernelbench_side_by_side.py --kernelbench PATH [--problems 19 23] [--warm-runs 3]
+        [--json out.json]
 
 PATH is a KernelBench checkout (its KernelBench/level1 files and src/kernelbench). KernelBench's
 package imports LLM client libraries at import time that evaluation never uses; where they are
