@@ -513,6 +513,24 @@ def test_batch_kb_scores_a_run_of_generations(kb, tmp_path):
     assert report["pass_at_k"] == {"1": pytest.approx((0.5 + 0 + 0) / 3)}  # problems 19 (1 of 2), 3, 77
 
 
+def test_batch_kb_starts_each_next_generations_child_ahead_on_a_gpu(kb, tmp_path, monkeypatch):
+    """On a GPU the next generation's child comes up while the current one is judged (here the
+    device is taken for a GPU and the start only recorded; the evaluations run on the CPU)."""
+    from rooftop.batch import kernelbench as batch
+    from rooftop.pipeline.job import Settings
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for sample in range(3):
+        (run / f"level_1_problem_19_sample_{sample}_kernel.py").write_text(RELU_NEW.format(floor=0))
+    started = []
+    monkeypatch.setattr(batch, "resolve_device", lambda device: "cuda")
+    monkeypatch.setattr(batch, "prestart", lambda problem, solution, *_: started.append(solution.path.name))
+    report = batch.run_batch(run, kb, Settings(device="cpu", timing=False))
+    assert report["n"] == 3 and report["correctness_rate"] == 1.0
+    assert started == ["level_1_problem_19_sample_1_kernel.py", "level_1_problem_19_sample_2_kernel.py"]
+
+
 def test_batch_kb_needs_generations(tmp_path, kb):
     (tmp_path / "run").mkdir()
     one_line_error(rooftop("batch-kb", str(tmp_path / "run"), "--kernelbench", str(kb)), "no generation files")

@@ -21,7 +21,9 @@ from rooftop.api import run_evaluation
 from rooftop.batch import Progress, Quiet
 from rooftop.batch.selfcheck import failure_status, one_line
 from rooftop.errors import UserError
+from rooftop.pipeline.evaluate import resolve_device
 from rooftop.pipeline.job import Settings
+from rooftop.pipeline.spawn import prestart
 from rooftop.problem.kernelbench import Skipped, SourceFile, read_sources, write_problem
 from rooftop.problem.loader import load_problem
 from rooftop.problem.spec import Problem
@@ -93,11 +95,27 @@ def run_batch(run_dir: Path, kernelbench: Path, settings: Settings, store: Store
             key = (gen.level, gen.problem_id)
             if key not in problems:
                 problems[key] = _problem(by_id.get(key), gen, Path(tmp))
-            rows.append(_evaluate(gen, problems[key], settings, store, progress))
+        work = [(gen, problems[(gen.level, gen.problem_id)]) for gen in generations]
+        ahead = resolve_device(settings.device) == "cuda"  # on a CPU a starting child would share the timing's cores
+        for i, (gen, problem) in enumerate(work):
+            if ahead and i + 1 < len(work):
+                _start_ahead(*work[i + 1], settings)
+            rows.append(_evaluate(gen, problem, settings, store, progress))
             progress.advance()
     outcomes = [SampleOutcome(problem=(r.level, r.problem_id), compiled=r.compiled, correct=r.correct,
                               speedup=r.speedup) for r in rows]
     return {**summarize(outcomes), "samples": [r.model_dump(mode="json") for r in rows]}
+
+
+def _start_ahead(gen: Generation, problem: Problem | str, settings: Settings) -> None:
+    """The next generation's child, started while this one is judged (its interpreter and torch
+    come up beside the GPU work); a generation that cannot be loaded gets none."""
+    if isinstance(problem, str):
+        return
+    try:
+        prestart(problem, load_solution(gen.path), "cuda", settings.sandbox)
+    except UserError:
+        pass
 
 
 def _problem(source: SourceFile | None, gen: Generation, tmp: Path) -> Problem | str:
