@@ -111,7 +111,8 @@ class ShapeResult(BaseModel):
     kernel_share: float | None = None  # share of profiled GPU kernel time in the solution's own kernels
     profiled_kernel_seconds: float | None = None  # GPU kernel time of the profiled call, all streams
     profiled_event_seconds: float | None = None  # the same call timed by events on the caller's stream
-    flags: list[str] = []  # cross-checks that failed on this shape: clocks, wall, events (details in warnings)
+    flags: list[str] = []  # cross-checks that failed on this shape: clocks, wall, events, roofline (under an
+    # estimated floor), contention (details in warnings)
 
 
 class Environment(BaseModel):
