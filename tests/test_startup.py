@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from conftest import FIXTURES, fixture_problem, run
 
 from rooftop.measure.measurement import TimingStats
@@ -72,6 +73,22 @@ def test_the_events_cross_check_holds_kernels_to_the_same_calls_event_time():
     assert flags(_result(100e-6, kernels=125e-6, events=130e-6)) == []
     assert flags(_result(100e-6, kernels=125e-6, events=60e-6)) == ["events"]
     assert flags(_result(100e-6, kernels=125e-6, events=None)) == []  # no event time: nothing to compare
+
+
+def test_kernels_overlapping_on_concurrent_streams_count_once_against_the_event_time():
+    """cuDNN's FFT convolutions run kernels side by side on its streams: their durations add up to
+    more than the call took, while the GPU was busy for less. The cross-check holds the busy time
+    (the union of the kernels' intervals) to the events; work that ran outside them still adds."""
+    from rooftop.integrity.kernels import busy_seconds
+    from rooftop.pipeline.protocol import Kernel
+
+    side_by_side = [Kernel(name="fft_a", microseconds=80, stream=1, start_us=0),
+                    Kernel(name="fft_b", microseconds=80, stream=2, start_us=10),
+                    Kernel(name="gemm", microseconds=20, stream=1, start_us=85)]
+    assert busy_seconds(side_by_side) == pytest.approx(105e-6)  # 0..90 and 85..105: not 180 us
+    assert busy_seconds([]) == 0.0
+    late = [*side_by_side, Kernel(name="escaped", microseconds=50, stream=3, start_us=300)]
+    assert busy_seconds(late) == pytest.approx(155e-6)
 
 
 BYTECODE_SCRIPT = """

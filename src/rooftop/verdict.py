@@ -109,7 +109,7 @@ class ShapeResult(BaseModel):
     speedups: dict[str, float] = {}  # over each reference: eager (paired, as `speedup`), compile, sota
     timed_checks: int = 0  # warm-up and timed calls whose outputs were probed and checked
     kernel_share: float | None = None  # share of profiled GPU kernel time in the solution's own kernels
-    profiled_kernel_seconds: float | None = None  # GPU kernel time of the profiled call, all streams
+    profiled_kernel_seconds: float | None = None  # GPU busy time of the profiled call's kernels, all streams
     profiled_event_seconds: float | None = None  # the same call timed by events on the caller's stream
     flags: list[str] = []  # cross-checks that failed on this shape: clocks, wall, events, roofline (under an
     # estimated floor), contention (details in warnings)

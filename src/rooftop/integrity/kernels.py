@@ -59,5 +59,19 @@ def profile_kernels(call: Callable[[], Any]) -> tuple[Any, list[dict[str, Any]],
     from rooftop.integrity.cupti import trace
 
     result, records, stream, window = trace(call)
+    origin = min((r.start_ns for r in records), default=0)
     return result, [{"name": r.name, "microseconds": (r.end_ns - r.start_ns) / 1e3, "stream": r.stream,
-                     "within": window is not None and window.holds(r)} for r in records], stream
+                     "start_us": (r.start_ns - origin) / 1e3, "within": window is not None and window.holds(r)}
+                    for r in records], stream
+
+
+def busy_seconds(kernels: list[Any]) -> float:
+    """How long the GPU ran any of these kernels: the union of their intervals, so kernels that
+    overlap on concurrent streams (cuDNN's FFT convolutions) count once, not once per stream."""
+    busy, reach = 0.0, float("-inf")
+    for k in sorted(kernels, key=lambda k: k.start_us):
+        start, end = k.start_us, k.start_us + k.microseconds
+        if end > reach:
+            busy += end - max(start, reach)
+            reach = end
+    return busy / 1e6

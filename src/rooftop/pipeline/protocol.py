@@ -36,6 +36,7 @@ class Kernel(BaseModel):
     name: str
     microseconds: float
     stream: int
+    start_us: float = 0.0  # start, from the first kernel of the profiled call
     within: bool = False  # ran inside the call's timed window (after the caller's stream reached the start)
 
 

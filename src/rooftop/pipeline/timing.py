@@ -9,7 +9,7 @@ import secrets
 import time
 
 from rooftop.check.probe import check_probes
-from rooftop.integrity.kernels import kernel_share, solution_kernel_names
+from rooftop.integrity.kernels import busy_seconds, kernel_share, solution_kernel_names
 from rooftop.measure.contention import assess, sample_load
 from rooftop.measure.loop import PairedSampling, Taken
 from rooftop.measure.stopping import TimingPolicy
@@ -21,7 +21,7 @@ from rooftop.problem.spec import Shape
 from rooftop.verdict import Gate, GateFailed, ShapeResult, Status
 
 AUDIT_SHARE = 0.125  # share of warm-up and timed calls that also run the dispatch audit (their samples are dropped)
-ESCAPED_WORK = 1.1  # profiled kernel time over the event-timed median that means work escaped the events
+ESCAPED_WORK = 1.1  # the profiled call's GPU busy time over its own event time that means work escaped the events
 EVENT_EVERY = 0.25  # seconds between two sample-count events
 CPU_RETRIES = 1  # a CPU timing that shared its machine is taken again this many times before it is flagged
 RETRY_PAUSE = 0.5  # seconds before a retry: a passing burst of other work may end
@@ -117,7 +117,7 @@ def cross_check(ev: Evaluation, shape: Shape, result: ShapeResult, sampling: Pai
                       f"around them measured {stats.wall_seconds:.4g} s"))
     kernel_seconds, event_seconds = result.profiled_kernel_seconds, result.profiled_event_seconds
     if kernel_seconds is not None and event_seconds and kernel_seconds > ESCAPED_WORK * event_seconds:
-        flags.append(("events", f"the profiled call's kernels took {kernel_seconds * 1e6:.1f} us, "
+        flags.append(("events", f"the profiled call's kernels kept the GPU busy for {kernel_seconds * 1e6:.1f} us, "
                       f"{kernel_seconds / event_seconds:.2f}x the {event_seconds * 1e6:.1f} us that the events "
                       "around that same call measured: work escaped the timed region"))
     for tag, message in flags:
@@ -145,7 +145,7 @@ def judge_profile(ev: Evaluation, shape: Shape, result: ShapeResult, reply: Call
                          "stream, or on streams that wait for it and that it waits for, where the harness's "
                          "events see it")
     result.kernel_share = kernel_share(kernels, solution_kernel_names(ev.solution.files))
-    result.profiled_kernel_seconds = sum(k.microseconds for k in kernels) / 1e6
+    result.profiled_kernel_seconds = busy_seconds(kernels)
     result.profiled_event_seconds = reply.seconds
     if minimum is not None and (result.kernel_share or 0.0) < minimum:
         share = f"{100 * (result.kernel_share or 0.0):.0f}%"
