@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -11,6 +12,23 @@ def cache_root() -> Path:
     """$ROOFTOP_CACHE, else ~/.cache/rooftop."""
     env = os.environ.get("ROOFTOP_CACHE")
     return Path(env) if env else Path.home() / ".cache" / "rooftop"
+
+
+def keyed_file(kind: str, *key: bytes) -> Path:
+    """The cache file of one derived figure (`kind`: figures, sizes), named by a digest of what it
+    was derived from."""
+    return cache_root() / kind / f"{hashlib.sha256(b''.join(key)).hexdigest()[:32]}.json"
+
+
+def keep(path: Path, text: str) -> None:
+    """Write a cache file whole or not at all; a read-only cache only costs the next computation."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.part")
+        partial.write_text(text)
+        partial.replace(path)
+    except OSError:
+        pass
 
 
 def source_dir(source_hash: str, root: Path | None = None) -> Path:

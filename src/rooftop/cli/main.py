@@ -179,7 +179,8 @@ def demo_command(
     if not names:
         raise UserError(f"--deck: no bundled deck named '{deck}' (or it holds no problems)")
     settings = _settings(device, shapes, timeout, None, True, sandbox)
-    if timeout is None and resolve_device(settings.device) == "cuda":
+    dev = resolve_device(settings.device)
+    if timeout is None and dev == "cuda":
         # the deck's calls take milliseconds: its hanging example is cut off after half a minute,
         # not the two minutes a GPU shape gets by default
         settings = settings.model_copy(update={"timeout": DEMO_GPU_TIMEOUT})
@@ -192,7 +193,6 @@ def demo_command(
     store = Store(db)
     store.start_run()
     rows = []
-    dev = resolve_device(settings.device)
     lines = verdict_lines(not json_output, total=len(jobs))
     with event_display(not json_output, total=len(jobs)) as display:
         for i, (problem, entry, expected) in enumerate(jobs):

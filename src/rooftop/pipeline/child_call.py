@@ -174,7 +174,8 @@ class CallRunner:
             run()
             return
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(self.clock.cycles_for(PROFILE_HOLD_SECONDS) if isinstance(self.clock, CudaEventClock) else 1)
+        assert isinstance(self.clock, CudaEventClock)  # a CUDA device's clock
+        torch.cuda._sleep(self.clock.cycles_for(PROFILE_HOLD_SECONDS))
         start.record()
         run()
         mark()

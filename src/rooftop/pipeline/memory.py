@@ -11,16 +11,14 @@ cannot fit even then is refused, naming the bytes, before the candidate is built
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import torch
 from pydantic import BaseModel, NonNegativeInt
 
-from rooftop.build.cache import cache_root
+from rooftop.build.cache import keep, keyed_file
 from rooftop.check.inputs import pool_size
 from rooftop.problem.instance import ProblemInstance, construct, init_inputs, make_inputs
 from rooftop.problem.spec import Shape
@@ -89,28 +87,17 @@ def shape_sizes(instance: ProblemInstance, shape: Shape) -> ShapeSizes | None:
 
 def cached_shape_sizes(instance: ProblemInstance, shape: Shape) -> ShapeSizes | None:
     """`shape_sizes`, measured once per reference source, problem spec, shape and torch version."""
-    path = _sizes_path(instance, shape)
+    path = keyed_file("sizes", Path(instance.problem.reference).read_bytes(), json.dumps(
+        [instance.spec.model_dump(mode="json"), shape.model_dump(mode="json"), torch.__version__],
+        sort_keys=True).encode())
     try:
         return ShapeSizes.model_validate_json(path.read_text())
     except (OSError, ValueError):
         pass
     sizes = shape_sizes(instance, shape)
     if sizes is not None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(f".{os.getpid()}.part")
-            partial.write_text(sizes.model_dump_json())
-            partial.replace(path)
-        except OSError:
-            pass  # a read-only cache costs the next evaluation the forward again, nothing else
+        keep(path, sizes.model_dump_json())
     return sizes
-
-
-def _sizes_path(instance: ProblemInstance, shape: Shape) -> Path:
-    digest = hashlib.sha256(Path(instance.problem.reference).read_bytes())
-    digest.update(json.dumps([instance.spec.model_dump(mode="json"), shape.model_dump(mode="json"),
-                              torch.__version__], sort_keys=True).encode())
-    return cache_root() / "sizes" / f"{digest.hexdigest()[:32]}.json"
 
 
 def plan_pools(instance: ProblemInstance, shapes: list[Shape], free: int) -> dict[str, int]:

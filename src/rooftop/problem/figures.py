@@ -156,18 +156,16 @@ def cached_estimate(reference: Path) -> Figures:
     """`estimate`, kept in the cache per (file contents, torch version): counting imports torch's
     flop counter, which pulls in dynamo and sympy (seconds on a fresh process), so evaluating the
     same single file again skips it. A failed count is kept too, and raised again."""
-    import hashlib
     import json
     from importlib import metadata
 
-    from rooftop.build.cache import cache_root
+    from rooftop.build.cache import keep, keyed_file
 
     try:
         torch_version = metadata.version("torch")
     except metadata.PackageNotFoundError:
         torch_version = "unknown"
-    key = hashlib.sha256(reference.read_bytes() + torch_version.encode()).hexdigest()[:32]
-    path = cache_root() / "figures" / f"{key}.json"
+    path = keyed_file("figures", reference.read_bytes(), torch_version.encode())
     try:
         kept = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -181,11 +179,7 @@ def cached_estimate(reference: Path) -> Figures:
         record: dict[str, Any] = {"flops": figures.flops, "bytes": figures.bytes}
     except CountFailed as exc:
         record, figures = {"error": str(exc)}, None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(record))
-    except OSError:
-        pass  # a read-only cache only costs the next count
+    keep(path, json.dumps(record))
     if figures is None:
         raise CountFailed(record["error"])
     return figures
