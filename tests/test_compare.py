@@ -96,3 +96,65 @@ def test_indices_of_ties_pass_by_gathering():
 def test_storage_overlap():
     x = torch.zeros(10)
     assert storage_overlaps(x, x[2:5]) and not storage_overlaps(x, x.clone())
+
+
+def test_screening_pass_decides_exactly_as_the_float64_pass(monkeypatch):
+    """The float32 screen may only settle comparisons that pass with room to spare: over outputs
+    with elements right at, just inside and just outside their bounds, NaNs, Infs, tiny and huge
+    values, every verdict and message equals the float64 pass's, and its figures agree."""
+    import rooftop.check.compare as compare
+
+    gen = torch.Generator().manual_seed(7)
+    cases = []
+    for dtype, name in ((torch.float32, "float32"), (torch.bfloat16, "bfloat16"), (torch.float16, "float16"),
+                        (torch.float64, "float64")):
+        for trial in range(64):
+            magnitude = 10.0 ** ((trial % 7 - 3) if trial % 4 else (-25, 25, -12, 12)[trial % 16 // 4])
+            ref = (torch.randn(257, generator=gen, dtype=torch.float64) * magnitude).to(dtype)
+            problem = spec(dtype=name)
+            tol = problem.tolerance_for(compare.dtypes.from_torch(dtype), None)
+            bound = tol.atol + tol.rtol * ref.double().abs()
+            # offsets at a chosen fraction of each element's bound: far inside, at the margin, outside
+            scale = torch.tensor([0.0, 0.5, 1 - 1e-6, 1.0, 1 + 1e-6, 2.0][trial % 6], dtype=torch.float64)
+            sign = torch.where(torch.rand(257, generator=gen) < 0.5, -1.0, 1.0).double()
+            got = (ref.double() + sign * bound * scale * torch.rand(257, generator=gen).double()).to(dtype)
+            if trial % 5 == 4:
+                got[trial % 257] = float("nan")
+            if trial % 7 == 5:
+                ref[3], got[3] = float("inf"), float("inf")
+            cases.append((problem, ref, got))
+    for problem, ref, got in cases:
+        screened_figures: dict = {}
+        screened = compare_outputs(problem, ref, got, [], screened_figures)
+        with monkeypatch.context() as m:
+            m.setattr(compare, "_screen", lambda *a: None)
+            exact_figures: dict = {}
+            exact = compare_outputs(problem, ref, got, [], exact_figures)
+        assert [x.message for x in screened] == [x.message for x in exact]
+        for key in ("max_abs_error", "norm_rel_error"):
+            a, b = screened_figures.get(key), exact_figures.get(key)
+            assert (a is None) == (b is None)
+            assert a is None or a == b or (a != a and b != b) or abs(a - b) <= 1e-6 * abs(b) + 1e-30
+
+
+def test_screening_pass_settles_the_common_case():
+    """An output inside its tolerance is settled by the screen alone (no float64 pass)."""
+    import rooftop.check.compare as compare
+
+    ref = torch.randn(10_000)
+    assert compare._screen(ref, ref + 1e-6, spec().tolerance_for(compare.dtypes.from_torch(ref.dtype), None))
+
+
+def test_fingerprint_tells_apart_any_changed_word_and_repeats_for_the_same_bits():
+    from rooftop.check.compare import fingerprint
+
+    for value in (torch.randn(1000), torch.randint(0, 255, (1001,), dtype=torch.uint8), torch.randn(3, 5).half()):
+        same = fingerprint(value.clone())
+        assert fingerprint(value) == same
+        for index in (0, value.numel() // 2, value.numel() - 1):
+            changed = value.clone().reshape(-1)
+            changed.view(torch.uint8)[index * value.element_size()] ^= 1  # one bit of one element
+            assert fingerprint(changed.reshape(value.shape)) != same, (value.dtype, index)
+    swapped = torch.arange(8, dtype=torch.float32)
+    assert fingerprint(swapped) != fingerprint(swapped.flip(0))  # same words, other order
+    assert fingerprint(torch.zeros(4)) != fingerprint(-torch.zeros(4))

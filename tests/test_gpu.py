@@ -46,6 +46,34 @@ def test_persisting_l2_lines_are_reset_before_each_timed_call():
     assert clock._flush.numel() == 2 * torch.cuda.get_device_properties(0).L2_cache_size
 
 
+def test_a_slow_launcher_is_held_behind_and_its_kernel_timed_alone():
+    """A call that spends 600 us of host time before its short kernel: once the spin has
+    learned the host's time to queue the call, the events time the kernel, not the launcher."""
+    import time
+
+    import torch
+
+    from rooftop.measure.timer import CudaEventClock
+
+    clock = CudaEventClock(torch.device("cuda"))
+    x = torch.randn(1 << 20, device="cuda")
+
+    def kernel_only() -> None:
+        torch.mul(x, 2.0)
+
+    def slow_launcher() -> None:
+        until = time.perf_counter() + 600e-6
+        while time.perf_counter() < until:  # host work before the launch, as a Python launcher's
+            pass
+        torch.mul(x, 2.0)
+
+    alone = sorted(clock.time(kernel_only) for _ in range(30))[15]
+    times = [clock.time(slow_launcher) for _ in range(40)]
+    assert times[0] > 400e-6  # the first call was queued behind a 200 us spin: the launcher shows
+    assert sorted(times[10:])[15] < alone + 50e-6, (alone, times)
+    assert 900e-6 <= clock.hold <= CudaEventClock.MAX_HOLD_SECONDS
+
+
 def test_no_baseline_beats_the_datasheet_on_the_calibrated_machine():
     """The calibrated ceilings and every eager baseline of the example deck stay at or under the
     datasheet roof (a table off by 2x would show here)."""

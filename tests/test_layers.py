@@ -22,10 +22,11 @@ LAYERS = [
     ["environment"],
     ["build", "solution", "problem"],
     ["verdict"],
-    ["values", "errors", "bytecode"],
+    ["values", "errors", "bytecode", "yamlfile"],
 ]
 # modules that import only other leaves: pure statistics, dtype names, datasheet facts, cache paths
-LEAVES = {"rooftop.measure.measurement", "rooftop.problem.dtypes", "rooftop.score.hardware", "rooftop.build.cache"}
+LEAVES = {"rooftop.measure.measurement", "rooftop.problem.dtypes", "rooftop.score.hardware", "rooftop.build.cache",
+          "rooftop.yamlfile"}
 
 
 def _module(path: Path) -> str:

@@ -155,3 +155,35 @@ def test_inputs_made_on_the_current_gpu_count_as_made_there():
     assert _on(torch.device("cpu"), torch.device("cpu"))
     assert not _on(torch.device("cpu"), torch.device("cuda"))
     assert not _on(torch.device("cuda:1"), torch.device("cuda:0"))
+
+
+def test_the_child_imports_what_its_solutions_language_needs_before_its_hello(tmp_path, monkeypatch):
+    """cpp_extension for load_inline, triton for Triton: imported while the parent starts, not
+    during the build gate; a module that cannot be imported there is left to the build to report."""
+    from rooftop.pipeline.job import WARM_IMPORTS
+    from rooftop.solution.loader import Solution
+
+    problem = fixture_problem("scale")
+    for name, modules in (("triton_scale.py", "triton"), ("cuda_inline_ok.py", "torch.utils.cpp_extension"),
+                          ("good.py", "")):
+        started = spawn._start(problem, load_solution(FIXTURES / "solutions" / name), "cpu", "auto", tmp_path)
+        started.session.close()
+        assert started.sandbox.env[WARM_IMPORTS] == modules
+    monkeypatch.setattr(Solution, "runtime_modules", property(lambda self: ["no_such_module_anywhere"]))
+    assert run("scale", "good.py", timing=False).status.value == "correct"
+
+
+def test_the_child_is_started_ahead_before_this_process_imports_torch():
+    """Starting the child ahead must not itself import torch: the two imports run side by side
+    only when the child is spawned first."""
+    snippet = ("import sys\nfrom pathlib import Path\n"
+               "from rooftop.problem.loader import load_problem\n"
+               "from rooftop.solution.loader import load_solution\n"
+               f"FIXTURES = Path({str(FIXTURES)!r})\n"
+               "problem = load_problem(FIXTURES / 'problems' / 'scale')\n"
+               "assert 'torch' not in sys.modules, 'loading the problem imported torch'\n"
+               "from rooftop.pipeline import spawn\n"
+               "spawn.prestart(problem, load_solution(FIXTURES / 'solutions' / 'triton_scale.py'), 'cpu', 'auto')\n"
+               "assert 'torch' not in sys.modules, 'starting the child imported torch'\n")
+    proc = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True, check=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr

@@ -117,3 +117,14 @@ def test_precision_rule_stops_a_steady_kernel_early_and_lets_a_noisy_one_run_to_
     while held.stopped_by is None:
         held.add(1e-3)
     assert held.stopped_by == "precision" and held.stats("fake").n == 50
+
+
+def test_the_spin_before_a_timed_call_follows_the_hosts_time_to_queue_it():
+    """A call whose launches took 320 us of host time is held 480 us next, so the events time its
+    GPU work rather than its launcher; never less than 200 us, never more than 2 ms."""
+    from rooftop.measure.timer import CudaEventClock, hold_seconds
+
+    assert hold_seconds([]) == CudaEventClock.HOLD_SECONDS == 200e-6
+    assert hold_seconds([20e-6, 50e-6]) == 200e-6  # a quick launcher keeps the least spin
+    assert abs(hold_seconds([100e-6, 320e-6, 150e-6]) - 480e-6) < 1e-12  # the longest of the window
+    assert hold_seconds([0.4]) == CudaEventClock.MAX_HOLD_SECONDS == 2e-3  # host-bound: timed as such

@@ -6,6 +6,7 @@ side of the process boundary unchanged.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,8 +175,55 @@ def _measure(ref: torch.Tensor, cand: torch.Tensor, tol: Tolerance | None) -> _E
                    first_nonfinite=int(read[1]), special_wrong=bool(read[9]))
 
 
+# the screening pass computes in float32 (a quarter of float64's traffic over a gigabyte output);
+# its rounding is below 1e-7 of each element's figures, so it may only settle what no rounding could
+# change: every element below (1 - SCREEN_MARGIN) of its bound and the norm below (1 - NORM_MARGIN)
+# of its bound. Anything nearer, non-finite or failing is judged again by the float64 pass.
+SCREEN_MARGIN = 1e-5
+_SCREENED = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+SCREEN_NORMS = (1e-20, 1e30)  # squared reference norms that float32 sums hold without underflow or overflow
+NORM_MARGIN = 1e-4  # a float32 sum of squares is good to a few 1e-6 of itself (tree reductions)
+
+
+def _screen(ref: torch.Tensor, cand: torch.Tensor, tol: Tolerance | None) -> _Errors | None:
+    """The figures of a comparison that passes with room to spare, in one lean pass; None when the
+    float64 pass must decide (an element or the norm near its bound, a NaN or Inf, a failure)."""
+    if ref.dtype not in _SCREENED or cand.dtype != ref.dtype:
+        return None
+    work = torch.float64 if ref.dtype == torch.float64 else torch.float32
+    tiny = torch.finfo(work).tiny
+    r_all, c_all = ref.detach().reshape(-1), cand.detach().reshape(-1)
+    zero = torch.zeros((), dtype=torch.float64, device=ref.device)
+    max_abs, max_rel, diff_sq, ref_sq, near = zero.clone(), zero.clone(), zero.clone(), zero.clone(), zero.clone()
+    for start in range(0, r_all.numel(), CHUNK):
+        r, c = r_all[start:start + CHUNK].to(work), c_all[start:start + CHUNK].to(work)
+        diff = torch.sub(c, r).abs_()
+        magnitude = r.abs()
+        max_abs = torch.maximum(max_abs, diff.amax().to(torch.float64))  # a NaN or Inf stays in it
+        diff_sq += torch.linalg.vector_norm(diff).to(torch.float64).square()
+        ref_sq += torch.linalg.vector_norm(magnitude).to(torch.float64).square()
+        if tol is not None:
+            bound = magnitude.mul(tol.rtol).add_(tol.atol).mul_(1 - SCREEN_MARGIN)
+            near += torch.gt(diff, bound).sum()
+        max_rel = torch.maximum(max_rel, diff.div_(magnitude.clamp_min_(tiny)).amax().to(torch.float64))
+    read = torch.stack([max_abs, max_rel, diff_sq, ref_sq, near]).tolist()
+    if not math.isfinite(read[0]) or read[4] > 0 or not (SCREEN_NORMS[0] < read[3] < SCREEN_NORMS[1]) \
+            or not math.isfinite(read[2]):
+        return None  # a NaN or Inf, an element near its bound, or norms whose squares a float32 sum may lose
+    errors = _Errors(max_abs=read[0], max_rel=read[1], diff_sq=read[2], ref_sq=read[3])
+    norm_rel = errors.figures()["norm_rel_error"]
+    if tol is not None and norm_rel is not None and norm_rel > tol.norm_bound * (1 - NORM_MARGIN):
+        return None
+    return errors
+
+
 def _compare_close(name: str, ref: torch.Tensor, cand: torch.Tensor, tol: Tolerance,
                    figures: dict | None = None) -> Mismatch | None:
+    screened = _screen(ref, cand, tol)
+    if screened is not None:
+        if figures is not None:
+            figures.update(screened.figures())
+        return None
     err = _measure(ref, cand, tol)
     if figures is not None:
         figures.update(err.figures())
@@ -211,7 +259,7 @@ def error_figures(reference: Any, candidate: Any) -> dict[str, float | None]:
     if not (isinstance(ref, torch.Tensor) and isinstance(cand, torch.Tensor) and ref.is_floating_point()
             and ref.numel() and cand.shape == ref.shape):
         return {}
-    return _measure(ref, cand, None).figures()
+    return (_screen(ref, cand, None) or _measure(ref, cand, None)).figures()
 
 
 def fingerprint(value: Any) -> Any:
@@ -228,11 +276,12 @@ def fingerprint(value: Any) -> Any:
         if raw.numel() % 4 == 0 and raw.storage_offset() % 4 == 0:
             raw = raw.view(torch.int32)  # words: a quarter of the elements to add up
     sums = torch.zeros(2, dtype=torch.int64, device=raw.device)
-    weights = torch.arange(1, min(CHUNK, raw.numel()) + 1, device=raw.device, dtype=torch.int64) % 65521
+    weights = (torch.arange(1, min(CHUNK, raw.numel()) + 1, device=raw.device) % 65521).to(torch.int32)
     for start in range(0, raw.numel(), CHUNK):
-        part = raw[start:start + CHUNK].to(torch.int64)
-        sums[0] += part.sum()
-        sums[1] += (part * weights[:part.numel()]).sum()  # integer sums wrap: still a digest
+        part = raw[start:start + CHUNK].to(torch.int32)  # (words already are: no copy)
+        sums[0] += part.sum(dtype=torch.int64)
+        # products in the words' own width wrap around: still a digest, at a third of the traffic
+        sums[1] += (part * weights[:part.numel()]).sum(dtype=torch.int64)
     return (tuple(value.shape), str(value.dtype), tuple(sums.tolist()))
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import ctypes
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 
@@ -49,11 +50,23 @@ class CudaEventClock:
     Between the flush and the start event the GPU spins for a while (`torch.cuda._sleep`), so the
     start event, the call's launches and the end event are all queued before the GPU reaches them:
     the events then bracket the call's GPU work, not the host's time to launch it (which, for a
-    Python launcher after an idle gap, can exceed the flush).
+    Python launcher after an idle gap, can exceed the flush). The spin follows the host: each call's
+    time to queue its work is measured, and the next spin lasts `HOLD_MARGIN` times the longest of
+    the last `HOLD_WINDOW` (200 us at least, 2 ms at most: a call that takes longer than that to
+    queue is bound by its host, whose time beyond the spin is then timed, on either side of a
+    speedup alike). A fixed 200 us spin was shorter than two Triton launches take from a harness on
+    a busy host (320 us measured on an H100 host), and the events then timed the launcher: a 34 us
+    decode kernel read as 33 to 180 us.
+
+    Host work hidden by the spin cannot read the call's inputs: they are on the GPU, behind the
+    spin, and a synchronization waits for it, after which all the rest is timed.
     """
 
     name = "cuda_event"
-    HOLD_SECONDS = 200e-6
+    HOLD_SECONDS = 200e-6  # the least spin
+    MAX_HOLD_SECONDS = 2e-3
+    HOLD_MARGIN = 1.5
+    HOLD_WINDOW = 8  # calls whose queueing time sets the next spin
 
     def __init__(self, device: Any) -> None:
         import torch
@@ -66,6 +79,7 @@ class CudaEventClock:
         self._end = torch.cuda.Event(enable_timing=True)
         self._cycles_per_second = self._spin_rate()
         self._hold_cycles = self.cycles_for(self.HOLD_SECONDS)
+        self._queueing: deque[float] = deque(maxlen=self.HOLD_WINDOW)
         self._reset_persisting = _persisting_l2_reset()
 
     def cycles_for(self, seconds: float) -> int:
@@ -82,6 +96,11 @@ class CudaEventClock:
         self._end.synchronize()
         return probe / max(self._start.elapsed_time(self._end) / 1e3, 1e-6)
 
+    @property
+    def hold(self) -> float:
+        """Seconds the next timed call's spin lasts."""
+        return hold_seconds(self._queueing)
+
     def prepare(self) -> None:
         if self._reset_persisting is not None:
             self._reset_persisting()
@@ -90,11 +109,21 @@ class CudaEventClock:
     def time(self, call: Callable[[], Any]) -> float:
         self.prepare()
         self._torch.cuda._sleep(self._hold_cycles)
+        queued = time.perf_counter()
         self._start.record()
         call()
         self._end.record()
+        self._queueing.append(time.perf_counter() - queued)
+        self._hold_cycles = self.cycles_for(self.hold)
         self._end.synchronize()
         return self._start.elapsed_time(self._end) / 1e3
+
+
+def hold_seconds(queueing: Iterable[float]) -> float:
+    """The spin before the next timed call, from the host's recent times to queue a call's work."""
+    clock = CudaEventClock
+    longest = max(queueing, default=0.0)
+    return min(clock.MAX_HOLD_SECONDS, max(clock.HOLD_SECONDS, clock.HOLD_MARGIN * longest))
 
 
 def _persisting_l2_reset() -> Callable[[], Any] | None:

@@ -175,7 +175,7 @@ class CallRunner:
             return
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         assert isinstance(self.clock, CudaEventClock)  # a CUDA device's clock
-        torch.cuda._sleep(self.clock.cycles_for(PROFILE_HOLD_SECONDS))
+        torch.cuda._sleep(self.clock.cycles_for(max(PROFILE_HOLD_SECONDS, self.clock.hold)))
         start.record()
         run()
         mark()

@@ -21,6 +21,10 @@ class DeviceChoice(StrEnum):
     cuda = "cuda"
 
 
+# comma-separated modules a child imports before its hello (what its solution's language needs),
+# named in its environment: it is started before the job that says so reaches it
+WARM_IMPORTS = "ROOFTOP_WARM_IMPORTS"
+
 # the device type an evaluation runs on, once auto is resolved
 DeviceType = Literal["cpu", "cuda"]
 

@@ -6,7 +6,8 @@ its random `id`. The child never reports a verdict ("correct", "fast"): it repor
 checked on the trusted side. A message nobody asked for, or with the wrong id, is a forgery.
 
 A child is started before it knows its job: it says `hello` once its interpreter, torch and the
-tamper guard are up, and learns the job from the first request.
+tamper guard are up, and learns the job from the first request. The modules its solution's
+language will import (`job.WARM_IMPORTS`, in its environment) are imported before the hello too.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from rooftop.bytecode import for_child as bytecode_for_child
 from rooftop.integrity.sandbox import SandboxPlan, plan
 from rooftop.measure.contention import cpu_threads, thread_env
 from rooftop.pipeline.context import Evaluation
+from rooftop.pipeline.job import WARM_IMPORTS
 from rooftop.pipeline.session import ChildSession
 from rooftop.problem.spec import Problem
 from rooftop.solution.loader import Solution
@@ -59,7 +60,8 @@ def _key(problem: Problem, solution: Solution, device: str, sandbox: str, root: 
 def _start(problem: Problem, solution: Solution, device: str, sandbox: str, root: Path) -> Started:
     scratch = Path(tempfile.mkdtemp(prefix="rooftop-eval-"))
     bytecode_env, bytecode_folders = bytecode_for_child()
-    plan_ = plan(sandbox, scratch=scratch, device=device, extra_env={**child_env(device), **bytecode_env},
+    warm = {WARM_IMPORTS: ",".join(solution.runtime_modules)}
+    plan_ = plan(sandbox, scratch=scratch, device=device, extra_env={**child_env(device), **bytecode_env, **warm},
                  writable=[source_dir(solution.source_hash, root)],
                  readable=[solution.path, problem.reference, PACKAGE, *bytecode_folders])
     session = ChildSession(plan_, scratch, scratch / "child.log")

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from rooftop.errors import UserError
 from rooftop.problem.spec import ParamValue, ProblemSpec, Shape
+from rooftop.yamlfile import read_yaml
 
 DECK = "kernelbench"
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
@@ -292,7 +293,7 @@ def _read(path: Path) -> str | None:
 
 def _version(spec_file: Path) -> int:
     try:
-        data = yaml.safe_load(spec_file.read_text()) if spec_file.is_file() else None
+        data = read_yaml(spec_file) if spec_file.is_file() else None
         return int(data.get("version", 1)) if isinstance(data, dict) else 1
     except (yaml.YAMLError, TypeError, ValueError):
         return 1

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from rooftop.errors import SpecError
 from rooftop.problem.spec import Problem, ProblemSpec
+from rooftop.yamlfile import read_yaml
 
 REQUIRED_FUNCTIONS = ("get_inputs", "get_init_inputs")
 MAX_REPORTED_ERRORS = 8  # one line on a terminal stays readable; the rest are counted
@@ -39,7 +40,7 @@ def _load_folder(folder: Path, bundled_name: str | None) -> Problem:
     if not reference.is_file():
         raise SpecError(folder, "", "no reference.py in this folder")
     try:
-        raw = yaml.safe_load(yaml_path.read_text())
+        raw = read_yaml(yaml_path)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else ""

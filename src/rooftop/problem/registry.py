@@ -12,12 +12,11 @@ import difflib
 import os
 from pathlib import Path
 
-import yaml
-
 from rooftop.errors import UserError
 from rooftop.problem.kernelbench import natural_key
 from rooftop.problem.loader import load_problem
 from rooftop.problem.spec import Problem
+from rooftop.yamlfile import read_yaml
 
 
 def problems_root() -> Path:
@@ -137,7 +136,7 @@ def expected_statuses(problem: Problem) -> dict[str, dict[str, str]]:
     path = problem.root / "solutions" / "expected.yaml"
     if not path.is_file():
         return {}
-    data = yaml.safe_load(path.read_text()) or {}
+    data = read_yaml(path) or {}
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a mapping of solution name -> {{cpu: STATUS, cuda: STATUS}}")
     return data

@@ -9,10 +9,10 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, field_validator
 
 import rooftop.problem.dtypes as dtypes
+from rooftop.yamlfile import read_yaml
 
 HARDWARE_FILE = Path(__file__).with_name("hardware.yaml")
 
@@ -57,7 +57,7 @@ class GpuSpec(BaseModel):
 
 @functools.cache
 def datasheet() -> tuple[GpuSpec, ...]:
-    raw = yaml.safe_load(HARDWARE_FILE.read_text())
+    raw = read_yaml(HARDWARE_FILE)
     return tuple(GpuSpec.model_validate(g) for g in raw["gpus"])
 
 

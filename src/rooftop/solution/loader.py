@@ -66,6 +66,13 @@ class Solution(BaseModel):
         return bool({Language.cuda_inline, Language.cuda_nvcc} & set(self.languages))
 
     @property
+    def runtime_modules(self) -> list[str]:
+        """The modules its languages import when it loads (started early, they cost no wait)."""
+        modules = {Language.triton: "triton", Language.cuda_inline: "torch.utils.cpp_extension",
+                   Language.cpp_inline: "torch.utils.cpp_extension"}
+        return sorted({modules[language] for language in self.languages if language in modules})
+
+    @property
     def cu_files(self) -> list[Path]:
         return [f for f in self.files if f.suffix == ".cu"]
 
