@@ -66,7 +66,7 @@ def kernelbench_eval(kb: Path, reference: Path, solution: Path, build: Path) -> 
 def rooftop_eval(reference: Path, solution: Path, cache: Path) -> dict:
     env = {**os.environ, "ROOFTOP_CACHE": str(cache)}
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "rooftop.cli.main", "eval", str(reference), str(solution),
+    proc = subprocess.run([sys.executable, "-m", "rooftop", "eval", str(reference), str(solution),
                            "--device", "cuda", "--json", "--db", str(cache / "rooftop.db")],
                           capture_output=True, text=True, timeout=900, env=env)
     wall = time.perf_counter() - started

@@ -13,7 +13,7 @@ SCALE = str(FIXTURES / "problems/scale")
 
 def rooftop(*args, cwd=None):
     env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "rooftop.cli.main", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "rooftop", *args], capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=600)
 
 

@@ -20,7 +20,7 @@ def rooftop(*args, columns: str | None = "100"):
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     if columns is not None:
         env["COLUMNS"] = columns
-    return subprocess.run([sys.executable, "-m", "rooftop.cli.main", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "rooftop", *args], capture_output=True, text=True,
                           env=env, timeout=600)
 
 

@@ -31,7 +31,7 @@ def _mini_deck(root: Path) -> None:
 def test_piped_demo_prints_each_verdict_as_it_finishes(tmp_path):
     _mini_deck(tmp_path / "decks")
     env = {**os.environ, "ROOFTOP_PROBLEMS": str(tmp_path / "decks")}
-    proc = subprocess.Popen([sys.executable, "-m", "rooftop.cli.main", "demo", "--deck", "mini", "--device", "cpu",
+    proc = subprocess.Popen([sys.executable, "-m", "rooftop", "demo", "--deck", "mini", "--device", "cpu",
                              "--db", str(tmp_path / "r.db")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env, cwd=tmp_path)
     assert proc.stdout is not None
@@ -56,7 +56,7 @@ def test_piped_demo_prints_each_verdict_as_it_finishes(tmp_path):
 def test_json_demo_prints_the_document_alone(tmp_path):
     _mini_deck(tmp_path / "decks")
     env = {**os.environ, "ROOFTOP_PROBLEMS": str(tmp_path / "decks")}
-    proc = subprocess.run([sys.executable, "-m", "rooftop.cli.main", "demo", "--deck", "mini", "--device", "cpu",
+    proc = subprocess.run([sys.executable, "-m", "rooftop", "demo", "--deck", "mini", "--device", "cpu",
                            "--json", "--db", str(tmp_path / "r.db")], capture_output=True, text=True, env=env,
                           cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr

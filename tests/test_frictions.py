@@ -17,7 +17,7 @@ SCALE = FIXTURES / "problems/scale"
 
 
 def rooftop(*args, **kwargs):
-    return subprocess.run([sys.executable, "-m", "rooftop.cli.main", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "rooftop", *args], capture_output=True, text=True,
                           timeout=300, **kwargs)
 
 

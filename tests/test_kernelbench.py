@@ -116,7 +116,7 @@ def rooftop(*args, decks: Path | None = None, timeout=300):
     env = {**os.environ, "COLUMNS": "200"}
     if decks is not None:
         env["ROOFTOP_DECKS"] = str(decks)
-    return subprocess.run([sys.executable, "-m", "rooftop.cli.main", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "rooftop", *args], capture_output=True, text=True,
                           check=False, env=env, timeout=timeout)
 
 

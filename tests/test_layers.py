@@ -11,6 +11,7 @@ SRC = Path(__file__).parents[1] / "src" / "rooftop"
 
 # top to bottom; packages on one line are peers and do not import each other
 LAYERS = [
+    ["__main__"],  # `python -m rooftop`: the command
     ["cli"],
     ["batch"],
     ["api"],

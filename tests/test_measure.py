@@ -213,3 +213,23 @@ def test_precision_is_still_required_after_the_wall_time_minimum():
         wall.now += 2e-3
         sampler.add(20e-6 if i % 2 else 40e-6)
     assert sampler.stopped_by == "max_samples"
+
+
+def test_a_checked_calls_cached_blocks_are_handed_back_only_for_a_large_shape(monkeypatch):
+    """Emptying the allocator's cache after every checked call cost small shapes their allocations
+    again on every next call; it is done only when the cache holds a large share of the device."""
+    import torch
+
+    from rooftop.check import inputs
+
+    emptied = []
+    monkeypatch.setattr(inputs, "device_memory", lambda device: 80 << 30)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(True))
+    for reserved, expected in ((64 << 20, []), (20 << 30, [True])):
+        emptied.clear()
+        monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device, r=reserved: r)
+        inputs.release_cached(torch.device("cuda"))
+        assert emptied == expected, reserved
+    monkeypatch.setattr(inputs, "device_memory", lambda device: None)  # the CPU: nothing to hand back
+    inputs.release_cached(torch.device("cpu"))
+    assert emptied == [True]

@@ -16,7 +16,7 @@ from rooftop.verdict import Environment, ShapeResult, Status, Summary, Verdict
 
 def rooftop(*args, cwd=None):
     env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "rooftop.cli.main", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "rooftop", *args], capture_output=True, text=True,
                           check=False, cwd=cwd, env=env, timeout=120)
 
 

@@ -35,7 +35,7 @@ def test_a_child_started_ahead_is_the_one_its_evaluation_takes_and_others_are_le
 
 
 def test_the_verdict_keeps_its_phases_and_verbose_prints_them(tmp_path):
-    args = [sys.executable, "-m", "rooftop.cli.main", "eval", str(FIXTURES / "problems" / "scale"),
+    args = [sys.executable, "-m", "rooftop", "eval", str(FIXTURES / "problems" / "scale"),
             str(FIXTURES / "solutions" / "good.py"), "--device", "cpu", "--no-timing", "--db", str(tmp_path / "r.db")]
     verdict = json.loads(subprocess.run([*args, "--json"], capture_output=True, text=True, timeout=300).stdout)
     phases = verdict["phases"]
@@ -187,3 +187,18 @@ def test_the_child_is_started_ahead_before_this_process_imports_torch():
                "assert 'torch' not in sys.modules, 'starting the child imported torch'\n")
     proc = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True, check=False, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_the_command_switches_the_bytecode_cache_on_before_it_imports_its_own_modules(tmp_path):
+    """Typer, rich, pydantic and rooftop's own modules are compiled once into the cache too, not
+    again in every process: the entry point enables it before importing the CLI."""
+    snippet = ("import sys\nimport rooftop.bytecode as bytecode\n"
+               "bytecode.has_own_bytecode = lambda package='torch': False  # as on a machine without any\n"
+               "sys.argv = ['rooftop', 'problems', '--json']\n"
+               "from rooftop.cli.entry import main\nmain()\n")
+    env = {**__import__("os").environ, "ROOFTOP_CACHE": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", snippet], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    folder = tmp_path / "pycache" / sys.implementation.cache_tag
+    for module in ("typer/main", "pydantic/main", "rooftop/cli/main", "rooftop/pipeline/job"):
+        assert list(folder.rglob(f"{module}.*.pyc")), f"{module} was imported before the cache was on"

@@ -55,6 +55,19 @@ def device_memory(device: torch.device) -> int | None:
     return torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else None
 
 
+# the allocator's cached share of the device past which a checked call's blocks are handed back
+RELEASE_SHARE = 0.125
+
+
+def release_cached(device: torch.device) -> None:
+    """After a checked call of a large shape: its snapshot and comparison temporaries split the
+    allocator's cached blocks, and handed back the next call's gigabyte sets find whole blocks
+    again. A small shape keeps its cache (handing it back costs every next call its allocations)."""
+    total = device_memory(device)
+    if total is not None and torch.cuda.memory_reserved(device) > RELEASE_SHARE * total:
+        torch.cuda.empty_cache()
+
+
 class InputPool:
     """The input sets of the last calls of one shape, kept alive and cycled.
 

@@ -295,10 +295,7 @@ register_kernelbench_commands(app)
 
 
 def main() -> None:
-    from rooftop.build.cache import cache_root
-    from rooftop.bytecode import enable
-
-    enable(cache_root())  # before anything imports torch
+    """The CLI, once `rooftop.cli.entry` has set up bytecode (the `rooftop` command's entry point)."""
     try:
         code = app(prog_name="rooftop", standalone_mode=False)
     except Exception as exc:
@@ -351,4 +348,6 @@ def _report_user_error(message: str) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from rooftop.cli.entry import main as entry
+
+    entry()

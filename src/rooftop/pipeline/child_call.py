@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from rooftop.check.compare import as_outputs, storage_overlaps
-from rooftop.check.inputs import InputPool, device_memory, modified_inputs
+from rooftop.check.inputs import InputPool, device_memory, modified_inputs, release_cached
 from rooftop.check.landing import LandingSpec, LandingTarget
 from rooftop.check.probe import probe_output, probe_outputs
 from rooftop.errors import is_out_of_memory
@@ -91,10 +91,8 @@ class CallRunner:
             if all(type(v) is torch.Tensor for v in values):
                 with harness_step("copying the outputs to the trusted side"):
                     reply.landed = self._target(request.landing).write(values)
-        if request.full and self.device.type == "cuda":
-            # a checked call's snapshot and comparison temporaries split the allocator's cached
-            # blocks; handed back, the next call's gigabyte sets find whole blocks again
-            torch.cuda.empty_cache()
+        if request.full:
+            release_cached(self.device)
         return reply
 
     def _target(self, spec: LandingSpec) -> LandingTarget:
