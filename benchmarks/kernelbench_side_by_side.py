@@ -79,7 +79,8 @@ def rooftop_eval(reference: Path, solution: Path, cache: Path) -> dict:
     return {"harness": "rooftop", "wall_s": round(wall, 2), "status": verdict.get("status"),
             "median_ms": cand.get("median", 0) * 1e3 if cand.get("median") else None,
             "samples": cand.get("n"), "rse": cand.get("rse"), "stopped_by": cand.get("stopped_by"),
-            "timed_checks": shape.get("timed_checks"), "phases": verdict.get("phases"),
+            "timed_calls": shape.get("timed_calls"), "timed_checks": shape.get("timed_checks"),
+            "phases": verdict.get("phases"),
             "messages": verdict.get("messages", [])[:2], "warnings": verdict.get("warnings", [])[:3]}
 
 

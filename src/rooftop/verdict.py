@@ -107,7 +107,8 @@ class ShapeResult(BaseModel):
     speedup_high: float | None = None
     baselines: dict[str, float] = {}  # stored baseline medians in seconds: compile, sota (and eager)
     speedups: dict[str, float] = {}  # over each reference: eager (paired, as `speedup`), compile, sota
-    timed_checks: int = 0  # warm-up and timed calls whose outputs were probed and checked
+    timed_calls: int = 0  # warm-up, timed and profiled calls
+    timed_checks: int = 0  # of them, those whose probed outputs were checked against the reference's
     kernel_share: float | None = None  # share of profiled GPU kernel time in the solution's own kernels
     profiled_kernel_seconds: float | None = None  # GPU busy time of the profiled call's kernels, all streams
     profiled_event_seconds: float | None = None  # the same call timed by events on the caller's stream

@@ -62,6 +62,11 @@ def print_verdict(verdict: Verdict, console: Console) -> None:
         console.print(shape_table(verdict))
     if verdict.inputs:
         console.print(f"inputs: {verdict.inputs}", style="dim", highlight=False)
+    calls, checked = sum(r.timed_calls for r in verdict.shapes), sum(r.timed_checks for r in verdict.shapes)
+    if checked < calls:
+        console.print(f"timed outputs: {checked} of {calls} checked against the reference (a slow reference "
+                      "leaves the calls once its own samples suffice; the rest are drawn after each reply)",
+                      style="dim", highlight=False)
     for message in verdict.messages:
         console.print(message, style="yellow", highlight=False, markup=False)
     for warning in verdict.warnings:

@@ -53,21 +53,25 @@ class PairedSampling:
     def kept(self) -> int:
         return len(self.samplers[0].samples)
 
-    def record(self, taken: Sequence[Taken], warming: bool | None = None) -> None:
+    def record(self, taken: Sequence[Taken | None], warming: bool | None = None) -> None:
         """Count one call of every side: warm-up, a dropped pair (a low clock on either side) or a
-        kept pair; then pause if the clock says the GPU is hot. `warming` is the state before the call."""
+        kept pair; then pause if the clock says the GPU is hot. `warming` is the state before the call.
+
+        A side given None did not run on this call: it stopped sampling, and only the others
+        advance, so the samples taken as pairs stay the first ones of every side."""
         warming = self.warming if warming is None else warming
+        present = [(s, t) for s, t in zip(self.samplers, taken) if t is not None]
         if warming:
-            for sampler in self.samplers:
+            for sampler, _ in present:
                 sampler.warmed()
-        elif any(s.low_clock(t.clock) for s, t in zip(self.samplers, taken)):
-            for sampler in self.samplers:
+        elif any(s.low_clock(t.clock) for s, t in present):
+            for sampler, _ in present:
                 sampler.drop()
         else:
-            for i, (sampler, t) in enumerate(zip(self.samplers, taken)):
+            for sampler, t in present:
                 sampler.add(t.seconds, t.clock)
-                self.walls[i] += t.wall
-        time.sleep(max(s.pause_after(t.seconds, t.clock) for s, t in zip(self.samplers, taken)))
+                self.walls[self.samplers.index(sampler)] += t.wall
+        time.sleep(max(s.pause_after(t.seconds, t.clock) for s, t in present))
 
     def stats(self, clock: str) -> list[TimingStats]:
         return [s.stats(clock, wall) for s, wall in zip(self.samplers, self.walls)]

@@ -99,7 +99,7 @@ class Sampler:
         if self._first_sample is None:
             self._first_sample = now
         p, n = self.policy, len(self.samples)
-        short = self._ordered[n // 2] * p.max_samples < p.min_seconds
+        short = self.median * p.max_samples < p.min_seconds
         long_enough = self._measured >= p.min_seconds or (short and now - self._first_sample >= p.min_wall_seconds)
         if n >= p.min_samples and long_enough and \
                 (p.target_rse is None or relative_standard_error(self._ordered) <= p.target_rse):
@@ -107,6 +107,16 @@ class Sampler:
         else:
             self._check_caps()
         return True
+
+    @property
+    def measured(self) -> float:
+        """Seconds the kept samples add up to."""
+        return self._measured
+
+    @property
+    def median(self) -> float:
+        """The kept samples' median (the upper one of an even count), nan before the first."""
+        return self._ordered[len(self._ordered) // 2] if self._ordered else float("nan")
 
     def drop(self) -> None:
         """A sample not kept (its clock, or its partner's in a paired measurement, was low)."""

@@ -1,7 +1,11 @@
 """One candidate call as the trusted side makes it, whatever it is for (a full check, a warm-up,
 a timed sample, a profile): a fresh secret seed, the reference run on the same inputs here, the
 child's call there, and the checks every reply must pass. A candidate cannot tell a checked call
-from a timed one, and no input is ever seen twice."""
+from a timed one, and no input is ever seen twice.
+
+A timed call may leave the reference out (the timing gate stops timing it once its own samples
+suffice); its output is then checked afterwards or not at all, as `expect` decides, from the seed
+the call keeps."""
 
 from __future__ import annotations
 
@@ -32,28 +36,33 @@ class Called(NamedTuple):
     reference_wall: float  # trusted wall time of the reference run
     reference_clock: float | None  # SM clock (MHz) just after the reference ran
     clock: float | None  # SM clock just after the candidate's call
+    seed: int = 0  # the inputs' seed: the same inputs can be made again
 
 
 def call(ev: Evaluation, shape: Shape, *, full: bool = False, audit: bool = False, profile: bool = False,
-         timed: bool = False, seed: int | None = None) -> Called:
+         timed: bool = False, seed: int | None = None, reference: bool = True) -> Called:
     """One call of the candidate on fresh inputs (timed: with the reference timed before it on the
-    same inputs, both in a CUDA graph under --graphs)."""
+    same inputs, both in a CUDA graph under --graphs; without it when `reference` is False, and
+    then nothing is expected yet: see `expect`)."""
     assert ev.session is not None and ev.trusted is not None
+    assert reference or (timed and not full)
     ev.state.check_cancel()
     checks, graphs = ev.settings.checks, ev.settings.graphs
     seed = ev.seeds.next() if seed is None else seed
-    made = time.perf_counter()
-    inputs = ev.trusted.inputs(shape, seed, timed=timed)
-    ev.add_time("inputs", time.perf_counter() - made)
     graph = timed and graphs and not profile
-    started = time.perf_counter()
-    expected, reference_seconds = ev.trusted.run(shape, inputs, timed=timed, graph=graph,
-                                                 pool_sets=ev.pool_sets.get(shape.name))
-    reference_wall = time.perf_counter() - started
-    if ev.trusted.changed_inputs:  # the reference wrote its inputs: the checks need them as made
-        inputs = ev.trusted.inputs(shape, seed)
-    ev.add_time("reference", reference_wall)
-    reference_clock = _sm_clock(ev) if timed else None
+    expected, inputs, reference_seconds, reference_wall, reference_clock = None, [], None, 0.0, None
+    if reference:
+        made = time.perf_counter()
+        inputs = ev.trusted.inputs(shape, seed, timed=timed)
+        ev.add_time("inputs", time.perf_counter() - made)
+        started = time.perf_counter()
+        expected, reference_seconds = ev.trusted.run(shape, inputs, timed=timed, graph=graph,
+                                                     pool_sets=ev.pool_sets.get(shape.name))
+        reference_wall = time.perf_counter() - started
+        if ev.trusted.changed_inputs:  # the reference wrote its inputs: the checks need them as made
+            inputs = ev.trusted.inputs(shape, seed)
+        ev.add_time("reference", reference_wall)
+        reference_clock = _sm_clock(ev) if timed else None
     landing = _landing(ev, expected) if full else None
     request = CallRequest(gate=ev.state.gate, shape=shape.name, seed=seed, full=full, profile=profile,
                           audit=audit and checks and not graph, check_inputs=full, probe=checks or full,
@@ -62,7 +71,20 @@ def call(ev: Evaluation, shape: Shape, *, full: bool = False, audit: bool = Fals
     reply, wall = ev.session.request(request, CallReply, ev.state.deadline)
     clock = _sm_clock(ev) if timed else None
     _check_reply(ev, shape, seed, reply, inputs if full else None, wall)
-    return Called(reply, expected, inputs, reference_seconds, wall, reference_wall, reference_clock, clock)
+    return Called(reply, expected, inputs, reference_seconds, wall, reference_wall, reference_clock, clock, seed)
+
+
+def expect(ev: Evaluation, shape: Shape, called: Called) -> Called:
+    """A call made without the reference, with what it should have returned: its inputs made
+    again from its seed and the reference run on them, untimed, after the reply came back."""
+    assert ev.trusted is not None
+    made = time.perf_counter()
+    inputs = ev.trusted.inputs(shape, called.seed)
+    ev.add_time("inputs", time.perf_counter() - made)
+    started = time.perf_counter()
+    expected, _ = ev.trusted.run(shape, inputs)
+    ev.add_time("reference", time.perf_counter() - started)
+    return called._replace(expected=expected, inputs=inputs)
 
 
 def _landing(ev: Evaluation, expected: Any) -> Landing | None:

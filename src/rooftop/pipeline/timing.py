@@ -1,6 +1,17 @@
 """The timing gate's work on one shape: warm-up and timed calls, candidate and reference paired
 call by call (A B A B ...), each call's outputs probed, one profiled call drawn in secret, and
-the cross-checks that flag a suspect measurement."""
+the cross-checks that flag a suspect measurement.
+
+A reference much slower than the candidate would cost most of the gate if it ran on every call
+until the candidate's samples are precise enough. So once it costs at least `REFERENCE_OFF` times
+the candidate, the reference is timed until its own samples stop it or they reach the policy's
+measured-time minimum (the precision rule asks no more of any long kernel, and an eager reference
+that queues many small launches may never reach the precision of the kernel it is compared
+with), and then leaves the calls: the speedup is taken over the pairs
+timed before, and its interval says how precise that is. The outputs of those later
+calls are checked after each reply, on calls drawn in secret then (`CHECK_SHARE`) and on every
+call faster than any the reference was paired with; the inputs are made again from the seed.
+The child cannot tell which calls are checked: the draw happens after its reply."""
 
 from __future__ import annotations
 
@@ -13,7 +24,7 @@ from rooftop.integrity.kernels import busy_seconds, kernel_share, solution_kerne
 from rooftop.measure.contention import assess, sample_load
 from rooftop.measure.loop import PairedSampling, Taken
 from rooftop.measure.stopping import TimingPolicy
-from rooftop.pipeline.calls import Called, call
+from rooftop.pipeline.calls import Called, call, expect
 from rooftop.pipeline.context import Evaluation
 from rooftop.pipeline.events import Samples
 from rooftop.pipeline.protocol import CallReply
@@ -26,6 +37,8 @@ EVENT_EVERY = 0.25  # seconds between two sample-count events
 CPU_RETRIES = 1  # a CPU timing that shared its machine is taken again this many times before it is flagged
 RETRY_PAUSE = 0.5  # seconds before a retry: a passing burst of other work may end
 MIN_WINDOW = 0.25  # seconds of load counters read around a CPU shape's timing
+REFERENCE_OFF = 2.0  # reference median over candidate median from which a stopped reference leaves the calls
+CHECK_SHARE = 4  # one in this many calls without the reference is checked, drawn after its reply
 
 
 def time_shape(ev: Evaluation, shape: Shape, result: ShapeResult, policy: TimingPolicy, profiled: bool) -> None:
@@ -67,23 +80,33 @@ def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
     # the profiled call takes the place of a timed sample drawn in secret: to the child it is one
     # more call of this shape, neither first nor last
     profile_at = secrets.randbelow(policy.min_samples) if profiled else -1
+    referenced = True  # the reference still runs on every call
+    fastest_paired = float("inf")  # the candidate's fastest sample while the reference ran beside it
     while not sampling.stopped or profile_at >= 0:  # (a wall-time cap may stop it first)
         warming = sampling.warming
         profile = profile_at >= 0 and (sampling.stopped or (not warming and sampling.kept >= profile_at))
         audit = checks and counts_compute and random.random() < AUDIT_SHARE and not profile
         seed = None if checks or not pool else pool[calls % len(pool)]
-        called = call(ev, shape, audit=audit, profile=profile, timed=True, seed=seed)
+        referenced = referenced and not _reference_done(sampling)
+        called = call(ev, shape, audit=audit, profile=profile, timed=True, seed=seed, reference=referenced)
         calls += 1
+        seconds = float(called.reply.seconds or 0.0)
+        result.timed_calls += 1
         if checks:
-            result.timed_checks += 1
-            _check_timed_output(ev, shape, called, calls)
+            compare = referenced or seconds < fastest_paired or secrets.randbelow(CHECK_SHARE) == 0
+            if compare and not referenced:
+                called = expect(ev, shape, called)
+            result.timed_checks += compare
+            _check_timed_output(ev, shape, called, calls, compare)
         if profile:
             profile_at = -1
             judge_profile(ev, shape, result, called.reply)
         elif warming or not audit:  # an audited call ran under the dispatch hook, which slows it: not a sample
-            sampling.record([Taken(float(called.reply.seconds or 0.0), called.clock, called.wall),
-                             Taken(float(called.reference_seconds or 0.0), called.reference_clock,
-                                   called.reference_wall)], warming)
+            reference = Taken(float(called.reference_seconds or 0.0), called.reference_clock,
+                              called.reference_wall) if referenced else None
+            sampling.record([Taken(seconds, called.clock, called.wall), reference], warming)
+            if referenced and not warming:
+                fastest_paired = min(fastest_paired, seconds)
         if time.monotonic() - reported > EVENT_EVERY:
             reported = time.monotonic()
             ev.state.emit(Samples(gate=Gate.timing, shape=shape.name, kept=sampling.kept, warming=warming))
@@ -93,9 +116,22 @@ def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
     cross_check(ev, shape, result, sampling)
 
 
-def _check_timed_output(ev: Evaluation, shape: Shape, called: Called, calls: int) -> None:
+def _reference_done(sampling: PairedSampling) -> bool:
+    """Whether the reference costs enough to leave the calls, and has had its samples."""
+    candidate, reference = sampling.samplers
+    if not candidate.samples or reference.median < REFERENCE_OFF * candidate.median:
+        return False
+    policy = reference.policy
+    if reference.stopped_by is None and reference.measured >= policy.min_seconds and \
+            len(reference.samples) >= policy.min_samples:
+        reference.stopped_by = "min_seconds"
+    return reference.stopped_by is not None
+
+
+def _check_timed_output(ev: Evaluation, shape: Shape, called: Called, calls: int, compare: bool = True) -> None:
+    """The reply's outputs against the expected ones (when `compare`), and their storage always."""
     reply = called.reply
-    mismatches = check_probes(ev.problem.spec, called.expected, reply.outputs)
+    mismatches = check_probes(ev.problem.spec, called.expected, reply.outputs) if compare else []
     if mismatches or reply.aliased_inputs:
         what = f"{mismatches[0].output}: {mismatches[0].message}" if mismatches else \
             f"an output shares storage with input(s) {reply.aliased_inputs}"
