@@ -13,6 +13,15 @@ from rooftop.measure.stopping import TimingPolicy
 POLICY = TimingPolicy(warmup_calls=1, warmup_seconds=0.0, min_samples=3, min_seconds=0.05, min_wall_seconds=0.3,
                       target_rse=None, max_samples=80, max_seconds=10.0, max_wall_seconds=30.0)
 HONEST_CALLS = 3 + 1 + 8  # correctness seeds, warm-up, and more than the reference's paired calls
+# wrong once the reference has left, and slower than its honest calls, so that only the secret
+# draw can find it (0.75 ** 40: it never misses)
+SLOW_WRONG = f"""\
+    if self.calls > {HONEST_CALLS}:
+        time.sleep(0.003)
+        return x * self.alpha + 1.0
+    time.sleep(0.001)
+    return x * self.alpha
+    """
 
 
 def _solution(tmp_path, body: str):
@@ -53,15 +62,7 @@ def test_a_reference_as_fast_as_the_candidate_stays_on_every_call():
 
 
 def test_wrong_outputs_after_the_reference_left_are_caught_by_the_draw(tmp_path):
-    # slower than its honest calls, so only the secret draw can find it (0.75 ** 40: never misses)
-    body = f"""\
-        if self.calls > {HONEST_CALLS}:
-            time.sleep(0.003)
-            return x * self.alpha + 1.0
-        time.sleep(0.001)
-        return x * self.alpha
-        """
-    v = run("slow_reference", _solution(tmp_path, body), timing_policy=POLICY)
+    v = run("slow_reference", _solution(tmp_path, SLOW_WRONG), timing_policy=POLICY)
     assert v.status.value == "incorrect" and v.failed_gate.value == "timing"
     assert "[timed-output]" in v.messages[0] and "after the correctness checks" in v.messages[0]
 
@@ -85,14 +86,7 @@ def test_without_the_draw_a_slow_wrong_call_is_not_compared(tmp_path, monkeypatc
     import rooftop.pipeline.timing as timing
 
     monkeypatch.setattr(timing, "CHECK_SHARE", 10**9)
-    body = f"""\
-        if self.calls > {HONEST_CALLS}:
-            time.sleep(0.003)
-            return x * self.alpha + 1.0
-        time.sleep(0.001)
-        return x * self.alpha
-        """
-    v = run("slow_reference", _solution(tmp_path, body), timing_policy=POLICY)
+    v = run("slow_reference", _solution(tmp_path, SLOW_WRONG), timing_policy=POLICY)
     assert v.status.value == "correct", v.messages
     [shape] = v.shapes
     assert shape.timed_checks < shape.timed_calls

@@ -60,18 +60,18 @@ class PairedSampling:
         A side given None did not run on this call: it stopped sampling, and only the others
         advance, so the samples taken as pairs stay the first ones of every side."""
         warming = self.warming if warming is None else warming
-        present = [(s, t) for s, t in zip(self.samplers, taken) if t is not None]
+        present = [(i, s, t) for i, (s, t) in enumerate(zip(self.samplers, taken)) if t is not None]
         if warming:
-            for sampler, _ in present:
+            for _, sampler, _ in present:
                 sampler.warmed()
-        elif any(s.low_clock(t.clock) for s, t in present):
-            for sampler, _ in present:
+        elif any(s.low_clock(t.clock) for _, s, t in present):
+            for _, sampler, _ in present:
                 sampler.drop()
         else:
-            for sampler, t in present:
+            for i, sampler, t in present:
                 sampler.add(t.seconds, t.clock)
-                self.walls[self.samplers.index(sampler)] += t.wall
-        time.sleep(max(s.pause_after(t.seconds, t.clock) for s, t in present))
+                self.walls[i] += t.wall
+        time.sleep(max(s.pause_after(t.seconds, t.clock) for _, s, t in present))
 
     def stats(self, clock: str) -> list[TimingStats]:
         return [s.stats(clock, wall) for s, wall in zip(self.samplers, self.walls)]

@@ -36,7 +36,7 @@ class Called(NamedTuple):
     reference_wall: float  # trusted wall time of the reference run
     reference_clock: float | None  # SM clock (MHz) just after the reference ran
     clock: float | None  # SM clock just after the candidate's call
-    seed: int = 0  # the inputs' seed: the same inputs can be made again
+    seed: int  # the inputs' seed: the same inputs can be made again
 
 
 def call(ev: Evaluation, shape: Shape, *, full: bool = False, audit: bool = False, profile: bool = False,
@@ -50,18 +50,10 @@ def call(ev: Evaluation, shape: Shape, *, full: bool = False, audit: bool = Fals
     checks, graphs = ev.settings.checks, ev.settings.graphs
     seed = ev.seeds.next() if seed is None else seed
     graph = timed and graphs and not profile
-    expected, inputs, reference_seconds, reference_wall, reference_clock = None, [], None, 0.0, None
+    inputs: list[Any] = []
+    expected, reference_seconds, reference_wall, reference_clock = None, None, 0.0, None
     if reference:
-        made = time.perf_counter()
-        inputs = ev.trusted.inputs(shape, seed, timed=timed)
-        ev.add_time("inputs", time.perf_counter() - made)
-        started = time.perf_counter()
-        expected, reference_seconds = ev.trusted.run(shape, inputs, timed=timed, graph=graph,
-                                                     pool_sets=ev.pool_sets.get(shape.name))
-        reference_wall = time.perf_counter() - started
-        if ev.trusted.changed_inputs:  # the reference wrote its inputs: the checks need them as made
-            inputs = ev.trusted.inputs(shape, seed)
-        ev.add_time("reference", reference_wall)
+        inputs, expected, reference_seconds, reference_wall = _reference(ev, shape, seed, timed=timed, graph=graph)
         reference_clock = _sm_clock(ev) if timed else None
     landing = _landing(ev, expected) if full else None
     request = CallRequest(gate=ev.state.gate, shape=shape.name, seed=seed, full=full, profile=profile,
@@ -77,14 +69,24 @@ def call(ev: Evaluation, shape: Shape, *, full: bool = False, audit: bool = Fals
 def expect(ev: Evaluation, shape: Shape, called: Called) -> Called:
     """A call made without the reference, with what it should have returned: its inputs made
     again from its seed and the reference run on them, untimed, after the reply came back."""
+    inputs, expected, _, _ = _reference(ev, shape, called.seed, timed=False, graph=False)
+    return called._replace(expected=expected, inputs=inputs)
+
+
+def _reference(ev: Evaluation, shape: Shape, seed: int, *, timed: bool,
+               graph: bool) -> tuple[list[Any], Any, float | None, float]:
+    """The inputs of this seed and the reference's output on them (and its time, when timed)."""
     assert ev.trusted is not None
     made = time.perf_counter()
-    inputs = ev.trusted.inputs(shape, called.seed)
+    inputs = ev.trusted.inputs(shape, seed, timed=timed)
     ev.add_time("inputs", time.perf_counter() - made)
     started = time.perf_counter()
-    expected, _ = ev.trusted.run(shape, inputs)
-    ev.add_time("reference", time.perf_counter() - started)
-    return called._replace(expected=expected, inputs=inputs)
+    expected, seconds = ev.trusted.run(shape, inputs, timed=timed, graph=graph, pool_sets=ev.pool_sets.get(shape.name))
+    wall = time.perf_counter() - started
+    if ev.trusted.changed_inputs:  # the reference wrote its inputs: the checks need them as made
+        inputs = ev.trusted.inputs(shape, seed)
+    ev.add_time("reference", wall)
+    return inputs, expected, seconds, wall
 
 
 def _landing(ev: Evaluation, expected: Any) -> Landing | None:

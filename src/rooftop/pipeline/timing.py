@@ -7,11 +7,11 @@ until the candidate's samples are precise enough. So once it costs at least `REF
 the candidate, the reference is timed until its own samples stop it or they reach the policy's
 measured-time minimum (the precision rule asks no more of any long kernel, and an eager reference
 that queues many small launches may never reach the precision of the kernel it is compared
-with), and then leaves the calls: the speedup is taken over the pairs
-timed before, and its interval says how precise that is. The outputs of those later
-calls are checked after each reply, on calls drawn in secret then (`CHECK_SHARE`) and on every
-call faster than any the reference was paired with; the inputs are made again from the seed.
-The child cannot tell which calls are checked: the draw happens after its reply."""
+with), and then leaves the calls: the speedup is taken over the pairs timed before, and its
+interval says how precise that is. The outputs of the later calls are checked after each reply,
+on calls drawn in secret then (`CHECK_SHARE`) and on every call faster than any the reference was
+paired with; the inputs are made again from the seed. The child cannot tell which calls are
+checked: the draw happens after its reply."""
 
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
             compare = referenced or seconds < fastest_paired or secrets.randbelow(CHECK_SHARE) == 0
             if compare and not referenced:
                 called = expect(ev, shape, called)
-            result.timed_checks += compare
+            result.timed_checks += int(compare)
             _check_timed_output(ev, shape, called, calls, compare)
         if profile:
             profile_at = -1
@@ -117,7 +117,8 @@ def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
 
 
 def _reference_done(sampling: PairedSampling) -> bool:
-    """Whether the reference costs enough to leave the calls, and has had its samples."""
+    """Whether the reference costs enough to leave the calls and has had its samples; a reference
+    whose samples reached the measured-time minimum without its precision is stopped here."""
     candidate, reference = sampling.samplers
     if not candidate.samples or reference.median < REFERENCE_OFF * candidate.median:
         return False
