@@ -1,6 +1,10 @@
+from pathlib import Path
+
+import pytest
 import torch
 
 from rooftop.check.compare import compare_outputs, storage_overlaps
+from rooftop.problem import dtypes
 from rooftop.problem.spec import ProblemSpec
 
 BASE = {"name": "p", "title": "t", "description": "d", "version": 1, "dtype": "float32", "regime": "memory",
@@ -98,12 +102,9 @@ def test_storage_overlap():
     assert storage_overlaps(x, x[2:5]) and not storage_overlaps(x, x.clone())
 
 
-def test_screening_pass_decides_exactly_as_the_float64_pass(monkeypatch):
-    """The float32 screen may only settle comparisons that pass with room to spare: over outputs
-    with elements right at, just inside and just outside their bounds, NaNs, Infs, tiny and huge
-    values, every verdict and message equals the float64 pass's, and its figures agree."""
-    import rooftop.check.compare as compare
-
+def _screen_cases() -> list[tuple[ProblemSpec, torch.Tensor, torch.Tensor]]:
+    """Outputs with elements right at, just inside and just outside their bounds, NaNs, Infs,
+    tiny and huge values, in each screened dtype."""
     gen = torch.Generator().manual_seed(7)
     cases = []
     for dtype, name in ((torch.float32, "float32"), (torch.bfloat16, "bfloat16"), (torch.float16, "float16"),
@@ -112,7 +113,7 @@ def test_screening_pass_decides_exactly_as_the_float64_pass(monkeypatch):
             magnitude = 10.0 ** ((trial % 7 - 3) if trial % 4 else (-25, 25, -12, 12)[trial % 16 // 4])
             ref = (torch.randn(257, generator=gen, dtype=torch.float64) * magnitude).to(dtype)
             problem = spec(dtype=name)
-            tol = problem.tolerance_for(compare.dtypes.from_torch(dtype), None)
+            tol = problem.tolerance_for(dtypes.from_torch(dtype), None)
             bound = tol.atol + tol.rtol * ref.double().abs()
             # offsets at a chosen fraction of each element's bound: far inside, at the margin, outside
             scale = torch.tensor([0.0, 0.5, 1 - 1e-6, 1.0, 1 + 1e-6, 2.0][trial % 6], dtype=torch.float64)
@@ -123,6 +124,12 @@ def test_screening_pass_decides_exactly_as_the_float64_pass(monkeypatch):
             if trial % 7 == 5:
                 ref[3], got[3] = float("inf"), float("inf")
             cases.append((problem, ref, got))
+    return cases
+
+
+def _decides_as_the_float64_pass(monkeypatch, cases) -> None:
+    import rooftop.check.compare as compare
+
     for problem, ref, got in cases:
         screened_figures: dict = {}
         screened = compare_outputs(problem, ref, got, [], screened_figures)
@@ -135,6 +142,12 @@ def test_screening_pass_decides_exactly_as_the_float64_pass(monkeypatch):
             a, b = screened_figures.get(key), exact_figures.get(key)
             assert (a is None) == (b is None)
             assert a is None or a == b or (a != a and b != b) or abs(a - b) <= 1e-6 * abs(b) + 1e-30
+
+
+def test_screening_pass_decides_exactly_as_the_float64_pass(monkeypatch):
+    """The float32 screen may only settle comparisons that pass with room to spare: over the
+    cases every verdict and message equals the float64 pass's, and its figures agree."""
+    _decides_as_the_float64_pass(monkeypatch, _screen_cases())
 
 
 def test_screening_pass_settles_the_common_case():
@@ -158,3 +171,51 @@ def test_fingerprint_tells_apart_any_changed_word_and_repeats_for_the_same_bits(
     swapped = torch.arange(8, dtype=torch.float32)
     assert fingerprint(swapped) != fingerprint(swapped.flip(0))  # same words, other order
     assert fingerprint(torch.zeros(4)) != fingerprint(-torch.zeros(4))
+
+
+def test_fused_kernels_under_triton_s_interpreter():
+    """The fused kernels' own tests (tests/interpreted_fused.py) run in a process that imports
+    Triton with its interpreter on: an interpreted kernel cannot call Triton's library functions
+    when Triton was first imported without it, as other tests here do."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           str(Path(__file__).parent / "interpreted_fused.py")],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "3 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]
+
+
+@pytest.mark.gpu
+def test_fused_kernels_on_the_gpu_agree_with_the_torch_passes(monkeypatch):
+    """On a GPU, for outputs large enough to take the fused path: the same verdicts, messages and
+    figures as the torch passes, and the same fingerprints bit for bit."""
+    import rooftop.check.compare as compare
+    from rooftop.check import fused
+
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    n = fused.MIN_ELEMENTS + 12345
+    for dtype, name in ((torch.float32, "float32"), (torch.bfloat16, "bfloat16")):
+        ref = torch.randn(n, device="cuda", generator=gen).to(dtype)
+        problem = spec(dtype=name)
+        near = ref.clone()
+        near[n - 3] = ref[n - 3].double() * 1.5 + 1  # one element over its bound, in the ragged last tile
+        nan = ref.clone()
+        nan[17] = float("nan")
+        for got in (ref.clone(), (ref.double() * (1 + 1e-4)).to(dtype), near, nan):
+            assert fused.wanted(ref, got)
+            fast_figures: dict = {}
+            fast = compare_outputs(problem, ref, got, [], fast_figures)
+            with monkeypatch.context() as m:
+                m.setattr(fused, "wanted", lambda *tensors: False)
+                slow_figures: dict = {}
+                slow = compare_outputs(problem, ref, got, [], slow_figures)
+                slow_print = compare.fingerprint(got)
+            assert [x.message for x in fast] == [x.message for x in slow]
+            for key, value in slow_figures.items():
+                fast_value = fast_figures[key]
+                assert (fast_value != fast_value and value != value) or \
+                    abs(fast_value - value) <= 1e-5 * abs(value) + 1e-30, (key, fast_value, value)
+            assert compare.fingerprint(got) == slow_print

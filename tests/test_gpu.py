@@ -69,7 +69,9 @@ def test_a_slow_launcher_is_held_behind_and_its_kernel_timed_alone():
 
     alone = sorted(clock.time(kernel_only) for _ in range(30))[15]
     times = [clock.time(slow_launcher) for _ in range(40)]
-    assert times[0] > 400e-6  # the first call was queued behind a 200 us spin: the launcher shows
+    # the first call was queued behind a 200 us spin, itself behind the L2 flush the host had already
+    # queued: 600 us less both (about 360 us on an H100) shows, many times the kernel's own time
+    assert times[0] > 300e-6 and times[0] > 5 * alone
     assert sorted(times[10:])[15] < alone + 50e-6, (alone, times)
     assert 900e-6 <= clock.hold <= CudaEventClock.MAX_HOLD_SECONDS
 

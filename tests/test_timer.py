@@ -67,7 +67,7 @@ def _binomial_below(n: int, k: int) -> float:
     return sum(math.comb(n, i) for i in range(k)) / 2**n
 
 
-@pytest.mark.parametrize("n", [6, 7, 10, 11, 20, 37, 100, 250, 1000])
+@pytest.mark.parametrize("n", [6, 7, 10, 11, 20, 37, 100, 250, 1000, 2001, 5000])
 def test_median_interval_covers_with_95_percent_and_no_wider_than_needed(n):
     lo, hi = median_ranks(n)
     assert hi == n - 1 - lo  # symmetric ranks
@@ -76,6 +76,18 @@ def test_median_interval_covers_with_95_percent_and_no_wider_than_needed(n):
     miss = 2 * _binomial_below(n, lo + 1)
     assert miss <= 0.05
     assert 2 * _binomial_below(n, lo + 2) > 0.05 or lo + 1 >= n // 2  # one rank tighter would not do
+
+
+def test_median_ranks_equal_the_exact_binomial_ranks_for_every_sample_count():
+    """The floating-point sum over the binomial's central terms gives the ranks exact integer
+    arithmetic gives, for every n the sampler can reach."""
+    for n in range(1, 1201):
+        below, lower, term = 0, 0, 1  # term: comb(n, lower); the tail is 2.5 %, 1/40
+        while lower < n // 2 and 40 * (below + term) <= 2**n:
+            below, lower = below + term, lower + 1
+            term = term * (n - lower + 1) // lower
+        lower = max(lower, 1)
+        assert median_ranks(n) == (lower - 1, n - lower), n
 
 
 def test_median_interval_against_the_textbook_table():

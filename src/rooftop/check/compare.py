@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from rooftop.check import fused
 from rooftop.problem import dtypes
 from rooftop.problem.spec import Compare, OutputSpec, ProblemSpec, Tolerance
 
@@ -190,6 +191,25 @@ def _screen(ref: torch.Tensor, cand: torch.Tensor, tol: Tolerance | None) -> _Er
     float64 pass must decide (an element or the norm near its bound, a NaN or Inf, a failure)."""
     if ref.dtype not in _SCREENED or cand.dtype != ref.dtype:
         return None
+    if fused.wanted(ref, cand):
+        max_abs, max_rel, diff_sq, ref_sq, near, unfinite = fused.screen(
+            ref, cand, tol.atol if tol else 0.0, tol.rtol if tol else 0.0, 1 - SCREEN_MARGIN)
+        read = [max_abs if not unfinite else math.nan, max_rel, diff_sq, ref_sq, near if tol else 0]
+    else:
+        read = _screen_passes(ref, cand, tol)
+    if not math.isfinite(read[0]) or read[4] > 0 or not (SCREEN_NORMS[0] < read[3] < SCREEN_NORMS[1]) \
+            or not math.isfinite(read[2]):
+        return None  # a NaN or Inf, an element near its bound, or norms whose squares a float32 sum may lose
+    errors = _Errors(max_abs=read[0], max_rel=read[1], diff_sq=read[2], ref_sq=read[3])
+    norm_rel = errors.figures()["norm_rel_error"]
+    if tol is not None and norm_rel is not None and norm_rel > tol.norm_bound * (1 - NORM_MARGIN):
+        return None
+    return errors
+
+
+def _screen_passes(ref: torch.Tensor, cand: torch.Tensor, tol: Tolerance | None) -> list[float]:
+    """The screen's figures with torch ops, chunk by chunk: max abs (NaN when any difference is
+    not finite), max rel, the two sums of squares and the count of elements near their bound."""
     work = torch.float64 if ref.dtype == torch.float64 else torch.float32
     tiny = torch.finfo(work).tiny
     r_all, c_all = ref.detach().reshape(-1), cand.detach().reshape(-1)
@@ -206,15 +226,7 @@ def _screen(ref: torch.Tensor, cand: torch.Tensor, tol: Tolerance | None) -> _Er
             bound = magnitude.mul(tol.rtol).add_(tol.atol).mul_(1 - SCREEN_MARGIN)
             near += torch.gt(diff, bound).sum()
         max_rel = torch.maximum(max_rel, diff.div_(magnitude.clamp_min_(tiny)).amax().to(torch.float64))
-    read = torch.stack([max_abs, max_rel, diff_sq, ref_sq, near]).tolist()
-    if not math.isfinite(read[0]) or read[4] > 0 or not (SCREEN_NORMS[0] < read[3] < SCREEN_NORMS[1]) \
-            or not math.isfinite(read[2]):
-        return None  # a NaN or Inf, an element near its bound, or norms whose squares a float32 sum may lose
-    errors = _Errors(max_abs=read[0], max_rel=read[1], diff_sq=read[2], ref_sq=read[3])
-    norm_rel = errors.figures()["norm_rel_error"]
-    if tol is not None and norm_rel is not None and norm_rel > tol.norm_bound * (1 - NORM_MARGIN):
-        return None
-    return errors
+    return torch.stack([max_abs, max_rel, diff_sq, ref_sq, near]).tolist()
 
 
 def _compare_close(name: str, ref: torch.Tensor, cand: torch.Tensor, tol: Tolerance,
@@ -275,6 +287,8 @@ def fingerprint(value: Any) -> Any:
         raw = raw.view(torch.uint8)
         if raw.numel() % 4 == 0 and raw.storage_offset() % 4 == 0:
             raw = raw.view(torch.int32)  # words: a quarter of the elements to add up
+    if raw.dtype == torch.int32 and fused.wanted(raw):
+        return (tuple(value.shape), str(value.dtype), fused.digest(raw, CHUNK))
     sums = torch.zeros(2, dtype=torch.int64, device=raw.device)
     weights = (torch.arange(1, min(CHUNK, raw.numel()) + 1, device=raw.device) % 65521).to(torch.int32)
     for start in range(0, raw.numel(), CHUNK):

@@ -148,7 +148,7 @@ def eval_command(
     out.print(f"[dim]recorded in {db}[/dim]")
 
 
-DEMO_GPU_TIMEOUT = 30.0  # seconds a gate of the demo may take on a GPU, when --timeout is not given
+DEMO_GPU_TIMEOUT = 10.0  # seconds a gate of the demo may take on a GPU, when --timeout is not given
 
 
 @app.command("demo")
@@ -181,8 +181,8 @@ def demo_command(
     settings = _settings(device, shapes, timeout, None, True, sandbox)
     dev = resolve_device(settings.device)
     if timeout is None and dev == "cuda":
-        # the deck's calls take milliseconds: its hanging example is cut off after half a minute,
-        # not the two minutes a GPU shape gets by default
+        # the deck's calls take milliseconds and a shape's gate at most a few seconds: its hanging
+        # example is cut off after ten, not the two minutes a GPU shape gets by default
         settings = settings.model_copy(update={"timeout": DEMO_GPU_TIMEOUT})
     jobs = []
     for name in names:

@@ -77,6 +77,7 @@ class BuildGate(GateStep):
                 # memory of a process that has just ended (the previous evaluation's child) comes
                 # back to the driver a moment after it exits: refuse only once it has stopped growing
                 ev.pool_sets = plan_pools(ev.trusted.instance, ev.shapes, _settled_free_memory(ev.trusted.device, free))
+            _warm_fused_checks(ev)
         ev.phases["trusted_setup"] = time.perf_counter() - started
         ev.session.hello(ev.state.deadline)
         ev.phases["child_start"] = time.perf_counter() - started
@@ -87,6 +88,17 @@ class BuildGate(GateStep):
         _raise_failure(built)
         ev.phases["build"] = built.seconds
         return GateRecord(gate=self.gate, ok=True, seconds=built.seconds, cached=built.cached)
+
+
+def _warm_fused_checks(ev: Evaluation) -> None:
+    """Outputs of gigabytes are compared by Triton kernels (check/fused.py): load them now, while
+    the child's interpreter starts, rather than in the first correctness call."""
+    from rooftop.check import fused
+    from rooftop.pipeline.memory import input_bytes
+
+    assert ev.trusted is not None
+    if any((input_bytes(ev.trusted.instance, s) or 0) >= 4 * fused.MIN_ELEMENTS for s in ev.shapes):
+        fused.warm(ev.trusted.device)
 
 
 def _settled_free_memory(device: Any, free: int, wait: float = 5.0, every: float = 0.25) -> int:
