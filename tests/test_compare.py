@@ -188,6 +188,15 @@ def test_fused_kernels_under_triton_s_interpreter():
     assert done.returncode == 0 and "3 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]
 
 
+def test_fused_kernels_step_aside_where_they_cannot_run():
+    """CPU tensors never take the fused path, and a device the kernels cannot be launched on (here
+    the CPU, without the interpreter) leaves the comparison to the torch passes, not to an error."""
+    from rooftop.check import fused
+
+    assert not fused.wanted(torch.zeros(fused.MIN_ELEMENTS))
+    assert fused.warm.__wrapped__(torch.device("cpu")) is False
+
+
 @pytest.mark.gpu
 def test_fused_kernels_on_the_gpu_agree_with_the_torch_passes(monkeypatch):
     """On a GPU, for outputs large enough to take the fused path: the same verdicts, messages and

@@ -25,8 +25,9 @@ DIGEST_MODULUS = 65521  # the digest's weights: (index within its chunk + 1) mod
 
 
 def wanted(*tensors: torch.Tensor) -> bool:
-    """Whether the fused kernels judge these tensors (large, on a CUDA device, Triton present)."""
-    return all(t.is_cuda for t in tensors) and tensors[0].numel() >= MIN_ELEMENTS and _triton() is not None
+    """Whether the fused kernels judge these tensors (large, on a CUDA device, Triton present and
+    its kernels built for this device)."""
+    return all(t.is_cuda for t in tensors) and tensors[0].numel() >= MIN_ELEMENTS and warm(tensors[0].device)
 
 
 @functools.cache
@@ -38,14 +39,20 @@ def _triton() -> Any:
     return _kernels()
 
 
-def warm(device: torch.device) -> None:
-    """Import Triton and load (or compile) both kernels with a tiny call, so the first real
-    comparison does not pay for it; the trusted side calls this while its child starts."""
+@functools.cache
+def warm(device: torch.device) -> bool:
+    """Import Triton and load (or compile) both kernels with a tiny call, once per device; False
+    when they cannot run there, and compare.py's torch passes then judge. The trusted side calls
+    this while its child starts, so the first real comparison does not pay for it."""
     if _triton() is None:
-        return
-    ones = torch.ones(4 * BLOCK, device=device)
-    screen(ones, ones, 0.0, 0.0, 1.0, programs=1)
-    digest(ones.view(torch.int32), 1 << 24, programs=1)
+        return False
+    try:
+        ones = torch.ones(4 * BLOCK, device=device)
+        screen(ones, ones, 0.0, 0.0, 1.0, programs=1)
+        digest(ones.view(torch.int32), 1 << 24, programs=1)
+    except Exception:  # a GPU or toolchain Triton cannot build for: the torch passes work everywhere
+        return False
+    return True
 
 
 def screen(ref: torch.Tensor, cand: torch.Tensor, atol: float, rtol: float, scale: float,
