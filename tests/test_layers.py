@@ -14,6 +14,7 @@ LAYERS = [
     ["__main__"],  # `python -m rooftop`: the command
     ["cli"],
     ["batch"],
+    ["service"],
     ["api"],
     ["pipeline"],
     ["store"],

@@ -55,15 +55,18 @@ def collect_environment_basics(device: str) -> EnvironmentBasics:
             "cuda": torch.version.cuda}
 
 
-def collect_environment(device: str, solution: Solution) -> Environment:
+def collect_environment(device: str, solution: Solution | None = None) -> Environment:
+    """The machine and software a verdict was made on (`solution` decides the mode; None: a device
+    described before any solution, by the worker that will run them)."""
     from rooftop.build.backends import nvcc_version
     from rooftop.score.hardware import lookup
 
     basics = collect_environment_basics(device)
+    mode = mode_for(device, solution) if solution else ("gpu" if device == "cuda" else "cpu")
     gpu = lookup(str(basics["device_name"])) if device == "cuda" else None
     driver = driver_version() if device == "cuda" else None
     return Environment(
-        **basics, mode=mode_for(device, solution), gpu_key=gpu.key if gpu else None,
+        **basics, mode=mode, gpu_key=gpu.key if gpu else None,
         python=platform.python_version(), nvcc=nvcc_version(), driver=driver,
         platform=f"{platform.system()} {platform.release()} {platform.machine()}",
         hostname=socket.gethostname(), rooftop=rooftop_version(),

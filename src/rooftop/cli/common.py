@@ -5,18 +5,22 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from rooftop.errors import UserError
 from rooftop.pipeline.job import SHAPE_GROUPS
 
 # the choices come from the engine's own enums (a device or sandbox is spelled once), in modules
 # that do not import torch
 from rooftop.pipeline.job import DeviceChoice as Device
 from rooftop.pipeline.job import SandboxChoice as Sandbox
+
+if TYPE_CHECKING:
+    from rooftop.pipeline.job import Settings
 
 # Plain (click-style) help: typer's rich panels print a type column (`<bool>` beside every flag,
 # `<str>` beside free text) that says nothing a reader needs; plain help shows flags bare and
@@ -66,3 +70,25 @@ def progress_bar(enabled: bool) -> Progress:
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                     TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(), console=err, transient=True,
                     disable=not enabled)
+
+
+def settings_from_options(device: Device, shapes: str, timeout: float | None, seed: int | None, timing: bool,
+                          sandbox: Sandbox, graphs: bool = False) -> Settings:
+    """An evaluation's settings from the options `eval`, `demo` and `batch` share, checked first."""
+    from rooftop.pipeline.job import Settings
+
+    if not shapes.strip(" ,"):
+        raise UserError(f"--shapes: expected a group ({', '.join(SHAPE_GROUPS)}) or shape names (got '{shapes}')")
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UserError("--device cuda: no CUDA GPU is visible to torch on this machine")
+    if sandbox == "bwrap":
+        from rooftop.integrity.sandbox import require_bwrap
+
+        require_bwrap()  # fail before any evaluation starts
+    if graphs and device == "cpu":
+        raise UserError("--graphs: CUDA graphs need a GPU (got --device cpu)")
+    return Settings(device=device, shapes=shapes, timeout=timeout, seed=seed, timing=timing,
+                    build_timeout=max(timeout or 0.0, 900.0), sandbox=sandbox, graphs=graphs)

@@ -11,8 +11,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from rooftop.cli.batch import register as register_batch_commands
 from rooftop.cli.common import (
-    SHAPE_GROUPS,
     DbOpt,
     Device,
     DeviceOpt,
@@ -24,6 +24,7 @@ from rooftop.cli.common import (
     TimeoutOpt,
     cli_app,
     out,
+    settings_from_options,
 )
 from rooftop.cli.kernelbench import register as register_kernelbench_commands
 from rooftop.cli.measure import register as register_measure_commands
@@ -31,7 +32,6 @@ from rooftop.cli.results import register as register_results_commands
 from rooftop.errors import UserError
 
 if TYPE_CHECKING:
-    from rooftop.pipeline.job import Settings
     from rooftop.problem.spec import Problem
     from rooftop.solution.loader import Solution
 
@@ -54,27 +54,6 @@ def rooftop_command(
                                           help="print the version and exit")] = False,
 ) -> None:
     """Options that come before any command; the app's help text is the one shown."""
-
-
-def _settings(device: Device, shapes: str, timeout: float | None, seed: int | None, timing: bool, sandbox: Sandbox,
-              graphs: bool = False) -> Settings:
-    from rooftop.pipeline.job import Settings
-
-    if not shapes.strip(" ,"):
-        raise UserError(f"--shapes: expected a group ({', '.join(SHAPE_GROUPS)}) or shape names (got '{shapes}')")
-    if device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise UserError("--device cuda: no CUDA GPU is visible to torch on this machine")
-    if sandbox == "bwrap":
-        from rooftop.integrity.sandbox import require_bwrap
-
-        require_bwrap()  # fail before any evaluation starts
-    if graphs and device == "cpu":
-        raise UserError("--graphs: CUDA graphs need a GPU (got --device cpu)")
-    return Settings(device=device, shapes=shapes, timeout=timeout, seed=seed, timing=timing,
-                    build_timeout=max(timeout or 0.0, 900.0), sandbox=sandbox, graphs=graphs)
 
 
 def _start_child_ahead(problem: Problem, solution: Solution, device: Device, sandbox: Sandbox) -> None:
@@ -120,7 +99,7 @@ def eval_command(
     from rooftop.cli.render import print_verdict
     from rooftop.store.db import Store
 
-    settings = _settings(device, shapes, timeout, seed, timing, sandbox, graphs)
+    settings = settings_from_options(device, shapes, timeout, seed, timing, sandbox, graphs)
     from rooftop.environment import process_age
 
     before = process_age()  # this process's start, its imports and loading the problem
@@ -172,13 +151,13 @@ def demo_command(
     from rooftop.pipeline.evaluate import resolve_device
     from rooftop.pipeline.spawn import prestart
     from rooftop.problem.registry import bundled_names, expected_statuses, resolve
-    from rooftop.solution.loader import load_solution
+    from rooftop.solution.loader import load_solution, solution_entries
     from rooftop.store.db import Store
 
     names = bundled_names(deck)
     if not names:
         raise UserError(f"--deck: no bundled deck named '{deck}' (or it holds no problems)")
-    settings = _settings(device, shapes, timeout, None, True, sandbox)
+    settings = settings_from_options(device, shapes, timeout, None, True, sandbox)
     dev = resolve_device(settings.device)
     if timeout is None and dev == "cuda":
         # the deck's calls take milliseconds and a shape's gate at most a few seconds: its hanging
@@ -188,7 +167,7 @@ def demo_command(
     for name in names:
         problem = resolve(name)
         statuses = expected_statuses(problem)
-        for entry in _solution_entries(problem.root / "solutions"):
+        for entry in solution_entries(problem.root / "solutions"):
             jobs.append((problem, entry, statuses.get(entry.name)))
     store = Store(db)
     store.start_run()
@@ -219,13 +198,6 @@ def demo_command(
     for problem_name, name, verdict, _ in mismatched:
         out.print(f"[red]{problem_name}/{name}[/red]: {verdict.status.value}: {' | '.join(verdict.messages)[:400]}",
                   soft_wrap=True)
-
-
-def _solution_entries(folder: Path) -> list[Path]:
-    if not folder.is_dir():
-        return []
-    return sorted(p for p in folder.iterdir()
-                  if (p.suffix == ".py" and p.is_file()) or (p.is_dir() and (p / "solution.py").is_file()))
 
 
 @problems_app.callback(invoke_without_command=True)
@@ -292,6 +264,7 @@ def problems_show(name: Annotated[str, typer.Argument(metavar="NAME", help="bund
 register_measure_commands(app)
 register_results_commands(app)
 register_kernelbench_commands(app)
+register_batch_commands(app)
 
 
 def main() -> None:

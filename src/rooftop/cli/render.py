@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -128,17 +130,19 @@ def shape_table(verdict: Verdict) -> Table:
     return table
 
 
-def summary_table(rows: list[tuple[str, str, Verdict, str | None]]) -> Table:
+def summary_table(rows: Sequence[tuple[str, str, Verdict, str | None]]) -> Table:
     """One line per (problem, solution) verdict, with the expected status when one is declared."""
     table = Table(title="rooftop", header_style="bold")
+    expecting = any(row[3] is not None for row in rows)
     for col in ("problem", "solution", "status", "expected", "reward", "speedup", "roofline", "mode", "wall"):
-        table.add_column(col, justify="right" if col in ("reward", "speedup", "roofline", "wall") else "left")
+        if col != "expected" or expecting:
+            table.add_column(col, justify="right" if col in ("reward", "speedup", "roofline", "wall") else "left")
     for problem, solution, verdict, expected in rows:
         ok = expected is None or expected == verdict.status.value
         reward, speedup = ((NOT_TIMED, NOT_TIMED) if untimed(verdict) else
                            (number(verdict.reward, "{:+.2f}"), number(verdict.summary.geomean_speedup, "{:.2f}x")))
         table.add_row(problem, solution, status_text(verdict.status),
-                      Text(expected or "-", style="" if ok else "bold red"), reward, speedup,
+                      *([Text(expected or "-", style="" if ok else "bold red")] if expecting else []), reward, speedup,
                       number(verdict.summary.geomean_roofline, "{:.1%}") if verdict.summary.geomean_roofline else "-",
                       verdict.environment.mode if verdict.environment else "-", f"{verdict.wall_seconds:.1f} s")
     return table

@@ -53,6 +53,7 @@ class Limits:
     address_space_bytes: int | None = None  # CPU runs only: CUDA reserves huge virtual ranges
 
     def apply(self) -> None:
+        die_with_parent()
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_CPU, (self.cpu_seconds, self.cpu_seconds))
         resource.setrlimit(resource.RLIMIT_FSIZE, (self.file_bytes, self.file_bytes))
@@ -61,6 +62,18 @@ class Limits:
         resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
         if self.address_space_bytes:
             resource.setrlimit(resource.RLIMIT_AS, (self.address_space_bytes, self.address_space_bytes))
+
+
+def die_with_parent() -> None:
+    """SIGKILL this process when the one that started it dies (bwrap's --die-with-parent, for
+    every child): a killed worker or orchestrator leaves no candidate running behind it."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 @dataclass

@@ -109,6 +109,8 @@ class Harness:
         from rooftop.environment import collect_environment
 
         self.job = request.job
+        if self.job.build_only:  # the build stage: no GPU here to describe
+            return JobReply()
         return JobReply(environment=collect_environment(self.job.device, self.job.solution))
 
     def build(self, _request: BuildRequest) -> BuildReply:

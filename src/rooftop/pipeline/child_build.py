@@ -30,7 +30,7 @@ def _compile_native(job: EvalJob, folder: Path) -> bool:
     """nvcc for .cu files; on a machine without a GPU, a compile check and then `needs_gpu`."""
     from rooftop.build.backends import build_standalone, nvcc_path, trim_compiler_log
 
-    solution, capability = job.solution, capability_of(job.device)
+    solution, capability = job.solution, target_capability(job)
     cached = True
     if solution.cu_files and (job.device == "cuda" or nvcc_path() is not None):
         result = build_standalone(solution.cu_files, folder, capability, job.build_timeout)
@@ -94,20 +94,41 @@ def _import_solution(job: EvalJob) -> ModuleType:
 
 def prepare_build_folder(job: EvalJob) -> Path:
     """The build folder for this source on this platform, and the variables that point builds at it
-    (build/jit.py)."""
+    (build/jit.py). The platform is what changes the binary: torch and its CUDA version, the
+    device and its architecture, and the compiler (nvcc's binary, named by its size and time)."""
     import torch
 
+    from rooftop.build.backends import nvcc_path
     from rooftop.build.cache import build_dir
     from rooftop.build.jit import jit_env
 
-    key = f"torch{torch.__version__}-{job.device}"
-    capability = capability_of(job.device)
+    key = f"torch{torch.__version__}-cu{torch.version.cuda or 'none'}-{job.device}"
+    capability = target_capability(job)
     if capability is not None:
         major, minor = capability
         key += f"-sm{major}{minor}"
+    key += "-nvcc" + compiler_identity(nvcc_path())
     folder = build_dir(job.solution.source_hash, key, job.cache_root)
     os.environ.update(jit_env(folder, capability))
     return folder
+
+
+def compiler_identity(path: str | None) -> str:
+    """A short name for one compiler binary, without running it (this is on every evaluation's path)."""
+    if path is None:
+        return "none"
+    import hashlib
+
+    try:
+        stat = Path(path).resolve().stat()
+    except OSError:
+        return "none"
+    return hashlib.sha256(f"{Path(path).resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:10]
+
+
+def target_capability(job: EvalJob) -> tuple[int, int] | None:
+    """The architecture to build for: the job's (the build stage sees no GPU), else the GPU's."""
+    return job.capability if job.capability is not None else capability_of(job.device)
 
 
 def capability_of(device: str) -> tuple[int, int] | None:

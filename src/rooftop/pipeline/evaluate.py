@@ -67,19 +67,19 @@ def evaluate(problem: Problem, solution: Solution, settings: Settings | None = N
     started = time.monotonic()
     device = resolve_device(settings.device)
     which, shapes = select_shapes(problem, settings.shapes, device)
-    ev = _prepare(problem, solution, settings, device, which, shapes, events or ignore, cancel)
+    ev = prepare(problem, solution, settings, device, which, shapes, events or ignore, cancel)
     ev.state.emit(EvaluationStarted(problem=problem.name, solution=str(solution.path), device=device,
                                     shapes=[s.name for s in shapes]))
     try:
         GateRunner().run(ev)
     finally:
         ev.close()
-    verdict = _finish(ev, started)
+    verdict = finish(ev, started)
     ev.state.emit(EvaluationFinished(status=verdict.status, reward=verdict.reward, seconds=verdict.wall_seconds))
     return verdict
 
 
-def _prepare(problem: Problem, solution: Solution, settings: Settings, device: DeviceType, which: str,
+def prepare(problem: Problem, solution: Solution, settings: Settings, device: DeviceType, which: str,
              shapes: list[Shape], events: EventSink, cancel: threading.Event | None) -> Evaluation:
     verdict = Verdict(status=Status.internal_error, reward=None, problem=problem.name,
                       problem_version=problem.spec.version, solution=str(solution.path),
@@ -106,7 +106,7 @@ def make_job(problem: Problem, solution: Solution, settings: Settings, device: D
                    cache_root=cache_root(), build_timeout=settings.build_timeout)
 
 
-def _finish(ev: Evaluation, started: float) -> Verdict:
+def finish(ev: Evaluation, started: float) -> Verdict:
     from rooftop.score.reward import compute_reward
 
     verdict = ev.verdict

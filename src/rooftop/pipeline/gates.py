@@ -82,10 +82,10 @@ class BuildGate(GateStep):
         ev.session.hello(ev.state.deadline)
         ev.phases["child_start"] = time.perf_counter() - started
         reply, _ = ev.session.request(JobRequest(job=ev.job), JobReply, ev.state.deadline)
-        _raise_failure(reply)
+        raise_failure(reply)
         ev.verdict.environment = reply.environment
         built, _ = ev.session.request(BuildRequest(), BuildReply, ev.state.deadline)
-        _raise_failure(built)
+        raise_failure(built)
         ev.phases["build"] = built.seconds
         return GateRecord(gate=self.gate, ok=True, seconds=built.seconds, cached=built.cached)
 
@@ -121,7 +121,7 @@ class LoadGate(GateStep):
     def run(self, ev: Evaluation, shape: Shape | None = None) -> GateRecord:
         assert ev.session is not None and ev.job is not None and ev.trusted is not None
         loaded, _ = ev.session.request(LoadRequest(), LoadReply, ev.state.deadline)
-        _raise_failure(loaded)
+        raise_failure(loaded)
         ev.phases.update({f"child_{k}": v for k, v in loaded.phases.items()})
         if ev.device == "cpu":  # the load counters' first window opens here (pipeline/timing.py)
             from rooftop.measure.contention import sample_load
@@ -192,7 +192,7 @@ class ScoreGate(GateStep):
 GATES: tuple[GateStep, ...] = (StaticGate(), BuildGate(), LoadGate(), CorrectnessGate(), TimingGate(), ScoreGate())
 
 
-def _raise_failure(reply: JobReply | BuildReply | LoadReply) -> None:
+def raise_failure(reply: JobReply | BuildReply | LoadReply) -> None:
     if reply.failure is not None:
         raise GateFailed(reply.failure.status, *reply.failure.messages, cached=reply.failure.cached)
 

@@ -84,3 +84,7 @@ class EvalJob(BaseModel):
     weights_seed: int
     cache_root: Path  # the child keys its build folder by source hash and its own platform
     build_timeout: float
+    # the build stage (pipeline/prebuild.py): a child that sees no GPU builds for this one's
+    # architecture, and only builds
+    capability: tuple[int, int] | None = None
+    build_only: bool = False

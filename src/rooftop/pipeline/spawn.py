@@ -84,6 +84,16 @@ def _stop_unclaimed() -> None:
         shutil.rmtree(started.scratch, ignore_errors=True)
 
 
+def start_build_child(ev: Evaluation) -> ChildSession:
+    """A child for the build stage: sandboxed as a CPU evaluation's (no GPU device, CUDA hidden),
+    whatever device the job targets."""
+    assert ev.job is not None
+    started = _start(ev.problem, ev.solution, "cpu", ev.settings.sandbox, ev.job.cache_root)
+    ev.scratch = started.scratch
+    ev.verdict.sandbox = started.sandbox.kind.value
+    return started.session
+
+
 def start_child(ev: Evaluation) -> ChildSession:
     """A fresh child in a fresh scratch folder (removed when the evaluation closes), sandboxed as
     the settings say: one started ahead for this very evaluation when there is one."""

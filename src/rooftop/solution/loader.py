@@ -77,6 +77,14 @@ class Solution(BaseModel):
         return [f for f in self.files if f.suffix == ".cu"]
 
 
+def solution_entries(folder: Path) -> list[Path]:
+    """The solutions a folder holds: its .py files and its subfolders with a solution.py, sorted."""
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir()
+                  if (p.suffix == ".py" and p.is_file()) or (p.is_dir() and (p / "solution.py").is_file()))
+
+
 def load_solution(path: str | Path) -> Solution:
     path = Path(path)
     if path.is_dir():

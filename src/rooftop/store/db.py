@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from rooftop.measure.baselines import BaselineRecord, Platform
     from rooftop.score.calibrate import HardwareProfile
 
-SCHEMA_VERSION = 2  # 2: baselines and hardware_profiles (added by CREATE IF NOT EXISTS, no migration)
+# 2: baselines and hardware_profiles; 3: jobs and sources (each added by CREATE IF NOT EXISTS, no migration)
+SCHEMA_VERSION = 3
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -95,6 +96,38 @@ CREATE TABLE IF NOT EXISTS hardware_profiles (
     device_name TEXT NOT NULL,
     profile_json TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS sources (
+    source_hash TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    entry TEXT NOT NULL,
+    files_json TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    problem TEXT NOT NULL,
+    problem_version INTEGER NOT NULL,
+    problem_hash TEXT NOT NULL,
+    solution TEXT NOT NULL,
+    source_hash TEXT NOT NULL REFERENCES sources(source_hash),
+    settings_json TEXT NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    owner TEXT,
+    lease_until REAL,
+    device TEXT,
+    queued_at REAL NOT NULL,
+    build_wait_s REAL,
+    build_s REAL,
+    build_cached INTEGER,
+    run_wait_s REAL,
+    built_at REAL,
+    evaluation_id INTEGER REFERENCES evaluations(id),
+    status TEXT,
+    error TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, queued_at);
 CREATE INDEX IF NOT EXISTS baselines_by_key ON baselines(problem, problem_version, device_name, torch);
 CREATE INDEX IF NOT EXISTS evaluations_by_problem ON evaluations(problem, problem_version, status);
 CREATE INDEX IF NOT EXISTS evaluations_by_source ON evaluations(source_hash);
@@ -163,29 +196,38 @@ class Store:
 
     def record(self, verdict: Verdict) -> int:
         """Append one verdict and commit at once."""
+        with self._db:
+            return self.insert_verdict(verdict)
+
+    def transaction(self) -> sqlite3.Connection:
+        """`with store.transaction() as db:` commits what the block wrote, or none of it."""
+        return self._db
+
+    def insert_verdict(self, verdict: Verdict) -> int:
+        """Append one verdict inside the caller's transaction (started first: the run it belongs to
+        is committed on its own); its evaluation id."""
         if self._run_id is None:
             self.start_run()
         env = verdict.environment
-        with self._db:
-            cur = self._db.execute(
-                """INSERT INTO evaluations (run_id, created_at, problem, problem_version, solution,
-                   source_hash, status, reward, device, device_name, mode, shapes_selected,
-                   geomean_speedup, geomean_roofline, wall_seconds, verdict_json)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                (self._run_id, _now(), verdict.problem, verdict.problem_version, verdict.solution,
-                 verdict.source_hash, verdict.status.value, verdict.reward,
-                 env.device if env else None, env.device_name if env else None, env.mode if env else None,
-                 verdict.shapes_selected, verdict.summary.geomean_speedup, verdict.summary.geomean_roofline,
-                 verdict.wall_seconds, verdict.model_dump_json()))
-            assert cur.lastrowid is not None
-            evaluation_id = int(cur.lastrowid)
-            self._db.executemany(
-                """INSERT INTO shape_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                [(evaluation_id, r.shape, r.split, None if r.correct is None else int(r.correct),
-                  r.candidate.median if r.candidate else None, r.candidate.iqr if r.candidate else None,
-                  r.candidate.min if r.candidate else None, r.candidate.n if r.candidate else None,
-                  r.reference.median if r.reference else None, r.tflops, r.gbps, r.roofline_fraction,
-                  r.speedup) for r in verdict.shapes])
+        cur = self._db.execute(
+            """INSERT INTO evaluations (run_id, created_at, problem, problem_version, solution,
+               source_hash, status, reward, device, device_name, mode, shapes_selected,
+               geomean_speedup, geomean_roofline, wall_seconds, verdict_json)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            (self._run_id, _now(), verdict.problem, verdict.problem_version, verdict.solution,
+             verdict.source_hash, verdict.status.value, verdict.reward,
+             env.device if env else None, env.device_name if env else None, env.mode if env else None,
+             verdict.shapes_selected, verdict.summary.geomean_speedup, verdict.summary.geomean_roofline,
+             verdict.wall_seconds, verdict.model_dump_json()))
+        assert cur.lastrowid is not None
+        evaluation_id = int(cur.lastrowid)
+        self._db.executemany(
+            """INSERT INTO shape_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            [(evaluation_id, r.shape, r.split, None if r.correct is None else int(r.correct),
+              r.candidate.median if r.candidate else None, r.candidate.iqr if r.candidate else None,
+              r.candidate.min if r.candidate else None, r.candidate.n if r.candidate else None,
+              r.reference.median if r.reference else None, r.tflops, r.gbps, r.roofline_fraction,
+              r.speedup) for r in verdict.shapes])
         return evaluation_id
 
     def verdicts(self, problem: str | None = None) -> list[Verdict]:
@@ -265,7 +307,7 @@ class Store:
         return HardwareProfile.model_validate_json(row[0]) if row else None
 
     def count(self, table: str = "evaluations") -> int:
-        if table not in {"runs", "evaluations", "shape_results", "baselines", "hardware_profiles"}:
+        if table not in {"runs", "evaluations", "shape_results", "baselines", "hardware_profiles", "jobs", "sources"}:
             raise ValueError(table)
         return int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 

@@ -1,0 +1,94 @@
+"""The build stage on its own, for a build pool that keeps compilers off the GPU machines' timing.
+
+`prebuild` runs the static gate and the build gate in a sandboxed child that sees no GPU and
+builds for the target GPU's architecture, into the same build folder an evaluation on that GPU
+uses (pipeline/child_build.py keys it by source and platform). The evaluation that follows then
+finds everything built. A failure is final only where the evaluation on the device would fail
+the same way: a static refusal, a compile error, a build that hangs, or (for a CPU target) code
+that needs a GPU. Anything else that goes wrong here (module-level code that wants a GPU, say)
+proves nothing about the candidate, and the device decides.
+"""
+
+from __future__ import annotations
+
+import time
+
+from pydantic import BaseModel
+
+from rooftop.environment import mode_for
+from rooftop.pipeline.context import Evaluation
+from rooftop.pipeline.evaluate import finish, prepare, select_shapes
+from rooftop.pipeline.events import ignore
+from rooftop.pipeline.gates import BuildGate, StaticGate, raise_failure
+from rooftop.pipeline.job import DeviceType, Settings
+from rooftop.pipeline.protocol import BuildReply, BuildRequest, JobReply, JobRequest
+from rooftop.pipeline.runner import GateRunner
+from rooftop.pipeline.spawn import start_build_child
+from rooftop.problem.spec import Problem, Shape
+from rooftop.solution.loader import Language, Solution
+from rooftop.verdict import Environment, Gate, GateRecord, Status, Verdict
+
+# what only compiles and so is worth a build worker's time; anything else is built at load
+COMPILED = {Language.cuda_inline, Language.cpp_inline, Language.cuda_nvcc}
+# build-gate statuses the device would give too
+FINAL_BUILD = {Status.compile_error, Status.timeout, Status.needs_gpu}
+
+
+class BuildTarget(BaseModel):
+    """The device an evaluation will run on, as its worker described it."""
+
+    device: DeviceType
+    environment: Environment
+    capability: tuple[int, int] | None = None
+
+
+class Prebuilt(BaseModel):
+    """What the build stage found: a final verdict, or what was built (and whether it was cached)."""
+
+    verdict: Verdict | None = None
+    compiled: bool = False  # a compiler ran or was found in the cache
+    seconds: float = 0.0
+    cached: bool | None = None
+    note: str | None = None  # why a failure here was left to the device
+
+
+class CompileGate(BuildGate):
+    """The build gate without the trusted side: no reference, no device memory, no GPU."""
+
+    def run(self, ev: Evaluation, shape: Shape | None = None) -> GateRecord:
+        assert ev.job is not None
+        ev.session = start_build_child(ev)
+        ev.session.hello(ev.state.deadline)
+        reply, _ = ev.session.request(JobRequest(job=ev.job), JobReply, ev.state.deadline)
+        raise_failure(reply)
+        built, _ = ev.session.request(BuildRequest(), BuildReply, ev.state.deadline)
+        raise_failure(built)
+        ev.phases["build"] = built.seconds
+        return GateRecord(gate=self.gate, ok=True, seconds=built.seconds, cached=built.cached)
+
+
+def needs_build(solution: Solution) -> bool:
+    return bool(COMPILED & set(solution.languages))
+
+
+def prebuild(problem: Problem, solution: Solution, settings: Settings, target: BuildTarget) -> Prebuilt:
+    started = time.monotonic()
+    which, shapes = select_shapes(problem, settings.shapes, target.device)
+    ev = prepare(problem, solution, settings, target.device, which, shapes, ignore, None)
+    assert ev.job is not None
+    ev.job = ev.job.model_copy(update={"capability": target.capability, "build_only": True})
+    ev.verdict.environment = target.environment.model_copy(update={"mode": mode_for(target.device, solution)})
+    gates = (StaticGate(), CompileGate()) if needs_build(solution) else (StaticGate(),)
+    try:
+        GateRunner(gates).run(ev)
+    finally:
+        ev.close()
+    verdict = ev.verdict
+    record = next((g for g in verdict.gates if g.gate is Gate.build), None)
+    compiled = {"compiled": record is not None, "seconds": record.seconds if record else 0.0,
+                "cached": record.cached if record else None}
+    if verdict.failed_gate is None:
+        return Prebuilt(**compiled)
+    if verdict.failed_gate is Gate.static or verdict.status in FINAL_BUILD:
+        return Prebuilt(verdict=finish(ev, started), **compiled)
+    return Prebuilt(note=f"{verdict.status.value}: {' '.join(verdict.messages)[:300]}")

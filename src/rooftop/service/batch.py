@@ -1,0 +1,52 @@
+"""A batch: submissions queued as jobs, then worked off by a backend until each is done or failed.
+
+Submitting is idempotent (service/jobs.py), so running the same batch again, after a crash or to
+add candidates, judges only what has no verdict yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rooftop.errors import UserError
+from rooftop.pipeline.job import DeviceType, Settings
+from rooftop.service.inputs import Submission
+from rooftop.service.local import LocalBackend, ProgressFn, Tally
+from rooftop.service.queue import JobQueue
+
+
+def submit(queue: JobQueue, submissions: Sequence[Submission], settings: Settings) -> tuple[list[str], int]:
+    """The job ids, in submission order, and how many of them are new."""
+    ids, new = [], 0
+    for item in submissions:
+        ident, fresh = queue.submit(item.problem, item.source, settings, label=item.label)
+        ids.append(ident)
+        new += int(fresh)
+    return ids, new
+
+
+def device_count(device: DeviceType, workers: int | None) -> int:
+    """Device workers: one per GPU torch sees (or `workers` of them, at most that many); on a CPU,
+    `workers` (default 1), each an evaluation at a time on a share of the cores."""
+    if device == "cuda":
+        import torch
+
+        gpus = torch.cuda.device_count()
+        if workers is not None and workers > gpus:
+            raise UserError(f"--workers {workers}: this machine has {gpus} GPU(s); one worker per GPU at most")
+        return workers or gpus
+    return workers or 1
+
+
+def run_jobs(queue: JobQueue, ids: list[str], device: DeviceType, *, workers: int | None = None,
+             builders: int = 1, backend: str = "local", address: str | None = None,
+             progress: ProgressFn | None = None, recycle_after: int = 200) -> Tally:
+    if backend == "ray":
+        from rooftop.service.ray_backend import RayBackend
+
+        return RayBackend(queue, device, devices=device_count(device, workers), builders=builders,
+                          address=address).run(ids, progress)
+    if address is not None:
+        raise UserError("--address: only the ray backend connects to a cluster (add --backend ray)")
+    return LocalBackend(queue, device, devices=device_count(device, workers), builders=builders,
+                        recycle_after=recycle_after).run(ids, progress)

@@ -1,0 +1,235 @@
+"""The durable job queue: the `jobs` table of the results store, moved along by one orchestrator.
+
+A job goes queued → building → built → running → done (a verdict is recorded) or failed (none
+could be made). Whoever moves a job into building or running becomes its owner and holds a lease
+it renews while it works; a job whose owner died (a process of this host that is gone) or whose
+lease ran out is handed back by `recover`: building to queued, running to built (what was built
+is in the build cache). The verdict and the job's move to done are one transaction, so a job is
+recorded once or not at all: an orchestrator killed at any moment and started again finishes
+the batch with none lost and none recorded twice. A job cut off mid-evaluation is evaluated
+again from the start; `attempts` counts the evaluations started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Iterable
+
+from rooftop.pipeline.job import Settings
+from rooftop.problem.spec import Problem
+from rooftop.service.jobs import FINAL, Job, JobState, SourceSnapshot, job_id, problem_hash
+from rooftop.solution.loader import Solution
+from rooftop.store.db import Store
+from rooftop.verdict import Verdict
+
+LEASE_SECONDS = 120.0  # a lease not renewed for this long is taken to be abandoned
+MAX_ATTEMPTS = 3  # evaluations started for one job before it is failed (its candidate keeps killing workers)
+
+_COLUMNS = ", ".join(f for f in Job.model_fields if f != "settings") + ", settings_json"
+
+
+def process_start(pid: int) -> str | None:
+    """When process `pid` started, in clock ticks since boot (None: no such process); with the pid
+    it names one process, so a pid reused by another process is not mistaken for the owner."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def this_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{process_start(os.getpid()) or 0}"
+
+
+def owner_alive(owner: str) -> bool | None:
+    """Whether the owner process lives: None when it is on another host (its lease decides)."""
+    host, _, rest = owner.partition(":")
+    pid, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return None
+    return process_start(int(pid)) == start
+
+
+class JobQueue:
+    def __init__(self, store: Store, owner: str | None = None) -> None:
+        self.store = store
+        self.owner = owner or this_owner()
+        self._db = store.transaction()
+
+    # -- submitting ------------------------------------------------------------------------
+    def submit(self, problem: Problem, solution: Solution | SourceSnapshot, settings: Settings,
+               label: str | None = None) -> tuple[str, bool]:
+        """The job's id, and whether it is new (False: the same work was submitted before)."""
+        snapshot = solution if isinstance(solution, SourceSnapshot) else SourceSnapshot.of(solution)
+        ident = job_id(problem, snapshot.source_hash, settings)
+        name = label or (str(solution.path) if isinstance(solution, Solution) else snapshot.entry)
+        now, stamp = time.time(), _stamp()
+        with self._db:
+            self._db.execute("INSERT OR IGNORE INTO sources (source_hash, kind, entry, files_json) VALUES (?, ?, ?, ?)",
+                             (snapshot.source_hash, snapshot.kind, snapshot.entry, json.dumps(snapshot.files)))
+            cur = self._db.execute(
+                """INSERT OR IGNORE INTO jobs (id, created_at, updated_at, problem, problem_version, problem_hash,
+                   solution, source_hash, settings_json, state, queued_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (ident, stamp, stamp, problem.name, problem.spec.version, problem_hash(problem), name,
+                 snapshot.source_hash, settings.model_dump_json(), JobState.queued.value, now))
+        return ident, cur.rowcount == 1
+
+    def source(self, source_hash: str) -> SourceSnapshot:
+        row = self._db.execute("SELECT kind, entry, files_json FROM sources WHERE source_hash = ?",
+                               (source_hash,)).fetchone()
+        if row is None:
+            raise KeyError(source_hash)
+        return SourceSnapshot(source_hash=source_hash, kind=row[0], entry=row[1], files=json.loads(row[2]))
+
+    # -- reading ---------------------------------------------------------------------------
+    def get(self, ident: str) -> Job | None:
+        rows = self._select("WHERE id = ?", (ident,))
+        return rows[0] if rows else None
+
+    def jobs(self, ids: Iterable[str] | None = None, state: JobState | None = None) -> list[Job]:
+        if ids is not None:
+            wanted = list(dict.fromkeys(ids))
+            found: dict[str, Job] = {}
+            for start in range(0, len(wanted), 500):  # SQLite caps the variables of one statement
+                chunk = wanted[start:start + 500]
+                for job in self._select(f"WHERE id IN ({','.join('?' * len(chunk))})", tuple(chunk)):
+                    found[job.id] = job
+            jobs = [found[i] for i in wanted if i in found]
+            return [j for j in jobs if state is None or j.state is state]
+        if state is not None:
+            return self._select("WHERE state = ? ORDER BY queued_at, id", (state.value,))
+        return self._select("ORDER BY queued_at, id", ())
+
+    def counts(self, ids: Iterable[str] | None = None) -> dict[JobState, int]:
+        counts = {s: 0 for s in JobState}
+        for job in self.jobs(ids):
+            counts[job.state] += 1
+        return counts
+
+    def _select(self, where: str, args: tuple[object, ...]) -> list[Job]:
+        cursor = self._db.execute(f"SELECT {_COLUMNS} FROM jobs {where}", args)
+        names = [c[0] for c in cursor.description]
+        out = []
+        for row in cursor:
+            data = dict(zip(names, row))
+            data["settings"] = Settings.model_validate_json(data.pop("settings_json"))
+            out.append(Job.model_validate(data))
+        return out
+
+    # -- moving jobs along -----------------------------------------------------------------
+    def claim(self, state: JobState, to: JobState, limit: int = 1, ids: Iterable[str] | None = None,
+              device: str | None = None) -> list[Job]:
+        """Take up to `limit` unowned jobs in `state` (oldest first; only among `ids` when given)
+        and move them to `to` under this owner's lease."""
+        now = time.time()
+        wanted = list(ids) if ids is not None else None
+        with self._db:
+            query = "SELECT id, queued_at, built_at FROM jobs WHERE state = ? AND owner IS NULL"
+            args: list[object] = [state.value]
+            rows = self._db.execute(query + " ORDER BY queued_at, id", args).fetchall()
+            if wanted is not None:
+                allowed = set(wanted)
+                rows = [r for r in rows if r[0] in allowed]
+            taken = []
+            for ident, queued_at, built_at in rows[:limit]:
+                sets = "state = ?, owner = ?, lease_until = ?, updated_at = ?"
+                values: list[object] = [to.value, self.owner, now + LEASE_SECONDS, _stamp()]
+                if to is JobState.building:
+                    sets += ", build_wait_s = ?"
+                    values.append(now - queued_at)
+                if to is JobState.running:
+                    sets += ", attempts = attempts + 1, device = ?, run_wait_s = ?"
+                    values += [device, now - (built_at or queued_at)]
+                cur = self._db.execute(f"UPDATE jobs SET {sets} WHERE id = ? AND state = ? AND owner IS NULL",
+                                       [*values, ident, state.value])
+                if cur.rowcount == 1:
+                    taken.append(ident)
+        return self.jobs(taken)
+
+    def built(self, ident: str, seconds: float | None, cached: bool | None) -> None:
+        """building → built, unowned: any device worker may take it."""
+        self._move(ident, JobState.building, JobState.built, build_s=seconds,
+                   build_cached=None if cached is None else int(cached), built_at=time.time())
+
+    def finish(self, ident: str, verdict: Verdict, held: JobState = JobState.running) -> int | None:
+        """Record the verdict and move the job to done, in one transaction; the evaluation id, or
+        None when this owner no longer holds the job (nothing is recorded then)."""
+        with self._db:
+            row = self._db.execute("SELECT state, owner FROM jobs WHERE id = ?", (ident,)).fetchone()
+            if row is None or row[0] != held.value or row[1] != self.owner:
+                return None
+            evaluation_id = self.store.insert_verdict(verdict)
+            self._db.execute("UPDATE jobs SET state = ?, owner = NULL, lease_until = NULL, evaluation_id = ?, "
+                             "status = ?, updated_at = ? WHERE id = ?",
+                             (JobState.done.value, evaluation_id, verdict.status.value, _stamp(), ident))
+        return evaluation_id
+
+    def fail(self, ident: str, error: str) -> None:
+        """No verdict could be made (the harness's own trouble, or a candidate that kept killing
+        its worker): failed, with why."""
+        with self._db:
+            self._db.execute("UPDATE jobs SET state = ?, owner = NULL, lease_until = NULL, error = ?, updated_at = ? "
+                             "WHERE id = ? AND owner = ?", (JobState.failed.value, error[:2000], _stamp(), ident,
+                                                            self.owner))
+
+    def release(self, ident: str, error: str | None = None) -> JobState:
+        """Give a held job back (its worker died): building → queued, running → built, or failed
+        once it has used its attempts. The state it is left in."""
+        job = self.get(ident)
+        if job is None or job.owner != self.owner or job.state in FINAL:
+            return job.state if job else JobState.failed
+        if job.state is JobState.running and job.attempts >= MAX_ATTEMPTS:
+            self.fail(ident, f"{job.attempts} evaluations of this candidate ended with their worker gone"
+                      + (f"; the last: {error}" if error else ""))
+            return JobState.failed
+        back = JobState.queued if job.state is JobState.building else JobState.built
+        self._move(ident, job.state, back, owner=None, lease_until=None, error=error)
+        return back
+
+    def renew(self) -> None:
+        """Extend this owner's leases (called every few seconds while it works)."""
+        with self._db:
+            self._db.execute("UPDATE jobs SET lease_until = ? WHERE owner = ?", (time.time() + LEASE_SECONDS,
+                                                                                 self.owner))
+
+    def recover(self) -> int:
+        """Hand back the jobs of owners that are gone (or whose leases ran out); how many."""
+        now = time.time()
+        rows = self._db.execute("SELECT id, state, owner, lease_until, attempts FROM jobs "
+                                "WHERE owner IS NOT NULL").fetchall()
+        handed = 0
+        with self._db:
+            for ident, state, owner, lease, attempts in rows:
+                if owner == self.owner:
+                    continue
+                alive = owner_alive(owner)
+                if alive or (alive is None and (lease or 0) > now):
+                    continue
+                back = JobState.queued if state == JobState.building.value else JobState.built
+                error = None
+                if state == JobState.running.value and attempts >= MAX_ATTEMPTS:
+                    back, error = JobState.failed, f"{attempts} evaluations of this candidate were cut off"
+                self._db.execute("UPDATE jobs SET state = ?, owner = NULL, lease_until = NULL, updated_at = ?, "
+                                 "error = coalesce(?, error) WHERE id = ? AND owner = ?",
+                                 (back.value, _stamp(), error, ident, owner))
+                handed += 1
+        return handed
+
+    def _move(self, ident: str, held: JobState, to: JobState, **columns: object) -> None:
+        columns = {"owner": None, "lease_until": None, **columns} if to not in (JobState.building,
+                                                                                JobState.running) else columns
+        sets = ", ".join(["state = ?", "updated_at = ?", *(f"{k} = ?" for k in columns)])
+        with self._db:
+            self._db.execute(f"UPDATE jobs SET {sets} WHERE id = ? AND state = ?",
+                             (to.value, _stamp(), *columns.values(), ident, held.value))
+
+
+def _stamp() -> str:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
