@@ -85,10 +85,10 @@ def prebuild(problem: Problem, solution: Solution, settings: Settings, target: B
         ev.close()
     verdict = ev.verdict
     record = next((g for g in verdict.gates if g.gate is Gate.build), None)
-    compiled = {"compiled": record is not None, "seconds": record.seconds if record else 0.0,
-                "cached": record.cached if record else None}
+    built = Prebuilt(compiled=record is not None, seconds=record.seconds if record else 0.0,
+                     cached=record.cached if record else None)
     if verdict.failed_gate is None:
-        return Prebuilt(**compiled)
+        return built
     if verdict.failed_gate is Gate.static or verdict.status in FINAL_BUILD:
-        return Prebuilt(verdict=finish(ev, started), **compiled)
+        return built.model_copy(update={"verdict": finish(ev, started)})
     return Prebuilt(note=f"{verdict.status.value}: {' '.join(verdict.messages)[:300]}")
