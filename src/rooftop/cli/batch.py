@@ -30,7 +30,7 @@ from rooftop.errors import UserError
 
 if TYPE_CHECKING:
     from rooftop.service.jobs import Job, JobState
-    from rooftop.service.local import Slot, Tally
+    from rooftop.service.orchestrator import Slot, Tally
     from rooftop.service.queue import JobQueue
 
 MAX_ROWS = 60  # a longer batch is summarised per problem and status
@@ -117,7 +117,7 @@ class _BatchProgress:
         from rooftop.service.jobs import JobState
 
         finished = counts[JobState.done] + counts[JobState.failed]
-        timing = sum(1 for s in slots if s.role == "device" and s.job is not None and s.stage == "timing")
+        timing = sum(1 for s in slots if s.role == "device" and s.jobs and s.stage == "timing")
         text = (f"queued {counts[JobState.queued] + counts[JobState.built]} · building {counts[JobState.building]} · "
                 f"running {counts[JobState.running]} (timing {timing}) · done {counts[JobState.done]}"
                 + (f" · failed {counts[JobState.failed]}" if counts[JobState.failed] else ""))

@@ -28,7 +28,7 @@ from rooftop.errors import is_out_of_memory
 from rooftop.integrity.audit import TamperGuard
 from rooftop.pipeline.channel import ChannelWriter
 from rooftop.pipeline.child_build import build, describe, prepare_build_folder, status_for_exception
-from rooftop.pipeline.job import WARM_IMPORTS, EvalJob
+from rooftop.pipeline.job import WARM_CUDA, WARM_IMPORTS, EvalJob
 from rooftop.pipeline.protocol import (
     REPLY_FOR,
     REQUESTS,
@@ -54,12 +54,18 @@ def main(argv: list[str]) -> int:
         os.set_inheritable(fd, False)  # compilers and other children the solution starts do not get them
     channel = ChannelWriter(reply_fd)
     requests = os.fdopen(request_fd, "r")
-    import torch  # noqa: F401  (imported before the greeting: a started child is a warm child)
+    import torch  # imported before the greeting: a started child is a warm child
 
     for name in filter(None, os.environ.pop(WARM_IMPORTS, "").split(",")):
         try:  # what the solution's language will import (cpp_extension, triton), while the parent starts
             importlib.import_module(name)
         except Exception:  # noqa: BLE001  (missing here: the build gate says so, in its own words)
+            pass
+
+    if os.environ.pop(WARM_CUDA, "") == "1":  # started ahead by a GPU worker: the context too
+        try:
+            torch.empty(1, device="cuda")
+        except Exception:  # noqa: BLE001  (the load gate makes it again and reports what fails)
             pass
 
     # the guard is armed before any candidate code runs

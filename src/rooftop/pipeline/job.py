@@ -24,6 +24,8 @@ class DeviceChoice(StrEnum):
 # comma-separated modules a child imports before its hello (what its solution's language needs),
 # named in its environment: it is started before the job that says so reaches it
 WARM_IMPORTS = "ROOFTOP_WARM_IMPORTS"
+# set (to 1) for a child started ahead by a GPU worker: it makes its CUDA context before its hello
+WARM_CUDA = "ROOFTOP_WARM_CUDA"
 
 # the device type an evaluation runs on, once auto is resolved
 DeviceType = Literal["cpu", "cuda"]

@@ -19,7 +19,7 @@ from rooftop.bytecode import for_child as bytecode_for_child
 from rooftop.integrity.sandbox import SandboxPlan, plan
 from rooftop.measure.contention import cpu_threads, thread_env
 from rooftop.pipeline.context import Evaluation
-from rooftop.pipeline.job import WARM_IMPORTS
+from rooftop.pipeline.job import WARM_CUDA, WARM_IMPORTS
 from rooftop.pipeline.session import ChildSession
 from rooftop.problem.spec import Problem
 from rooftop.solution.loader import Solution
@@ -51,16 +51,20 @@ class Started:
 
 
 _ahead: list[Started] = []
+_registered: list[bool] = []
 
 
 def _key(problem: Problem, solution: Solution, device: str, sandbox: str, root: Path) -> tuple[str, ...]:
     return (solution.source_hash, str(problem.reference), device, str(getattr(sandbox, "value", sandbox)), str(root))
 
 
-def _start(problem: Problem, solution: Solution, device: str, sandbox: str, root: Path) -> Started:
+def _start(problem: Problem, solution: Solution, device: str, sandbox: str, root: Path,
+           warm_cuda: bool = False) -> Started:
     scratch = Path(tempfile.mkdtemp(prefix="rooftop-eval-"))
     bytecode_env, bytecode_folders = bytecode_for_child()
     warm = {WARM_IMPORTS: ",".join(solution.runtime_modules)}
+    if warm_cuda and device == "cuda":
+        warm[WARM_CUDA] = "1"
     plan_ = plan(sandbox, scratch=scratch, device=device, extra_env={**child_env(device), **bytecode_env, **warm},
                  writable=[source_dir(solution.source_hash, root)],
                  readable=[solution.path, problem.reference, PACKAGE, *bytecode_folders])
@@ -68,11 +72,13 @@ def _start(problem: Problem, solution: Solution, device: str, sandbox: str, root
     return Started(_key(problem, solution, device, sandbox, root), session, scratch, plan_)
 
 
-def prestart(problem: Problem, solution: Solution, device: str, sandbox: str) -> None:
-    """Start the child an evaluation of this solution will ask for; unclaimed, it is stopped at exit."""
-    if not _ahead:
+def prestart(problem: Problem, solution: Solution, device: str, sandbox: str, warm_cuda: bool = False) -> None:
+    """Start the child an evaluation of this solution will ask for; unclaimed, it is stopped at exit.
+    `warm_cuda`: it also makes its CUDA context before its hello (a GPU worker's next child)."""
+    if not _registered:
         atexit.register(_stop_unclaimed)
-    _ahead.append(_start(problem, solution, device, sandbox, cache_root()))
+        _registered.append(True)
+    _ahead.append(_start(problem, solution, device, sandbox, cache_root(), warm_cuda))
 
 
 def _stop_unclaimed() -> None:

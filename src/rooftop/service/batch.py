@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from rooftop.errors import UserError
 from rooftop.pipeline.job import DeviceType, Settings
 from rooftop.service.inputs import Submission
-from rooftop.service.local import LocalBackend, ProgressFn, Tally
+from rooftop.service.local import local_orchestrator
+from rooftop.service.orchestrator import ProgressFn, Tally
 from rooftop.service.queue import JobQueue
 
 
@@ -42,11 +43,11 @@ def run_jobs(queue: JobQueue, ids: list[str], device: DeviceType, *, workers: in
              builders: int = 1, backend: str = "local", address: str | None = None,
              progress: ProgressFn | None = None, recycle_after: int = 200) -> Tally:
     if backend == "ray":
-        from rooftop.service.ray_backend import RayBackend
+        from rooftop.service.ray_backend import ray_orchestrator
 
-        return RayBackend(queue, device, devices=device_count(device, workers), builders=builders,
-                          address=address).run(ids, progress)
+        return ray_orchestrator(queue, device, devices=device_count(device, workers), builders=builders,
+                                address=address, recycle_after=recycle_after).run(ids, progress)
     if address is not None:
         raise UserError("--address: only the ray backend connects to a cluster (add --backend ray)")
-    return LocalBackend(queue, device, devices=device_count(device, workers), builders=builders,
-                        recycle_after=recycle_after).run(ids, progress)
+    return local_orchestrator(queue, device, devices=device_count(device, workers), builders=builders,
+                              recycle_after=recycle_after).run(ids, progress)

@@ -176,12 +176,16 @@ class JobQueue:
                              "WHERE id = ? AND owner = ?", (JobState.failed.value, error[:2000], _stamp(), ident,
                                                             self.owner))
 
-    def release(self, ident: str, error: str | None = None) -> JobState:
+    def release(self, ident: str, error: str | None = None, started: bool = True) -> JobState:
         """Give a held job back (its worker died): building → queued, running → built, or failed
-        once it has used its attempts. The state it is left in."""
+        once it has used its attempts; `started` False when its evaluation never began (its
+        attempt is taken back). The state it is left in."""
         job = self.get(ident)
         if job is None or job.owner != self.owner or job.state in FINAL:
             return job.state if job else JobState.failed
+        if job.state is JobState.running and not started:
+            self._move(ident, JobState.running, JobState.built, attempts=job.attempts - 1)
+            return JobState.built
         if job.state is JobState.running and job.attempts >= MAX_ATTEMPTS:
             self.fail(ident, f"{job.attempts} evaluations of this candidate ended with their worker gone"
                       + (f"; the last: {error}" if error else ""))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import traceback
+from collections import deque
 from multiprocessing.connection import Connection
 from typing import Annotated, Literal
 
@@ -19,10 +20,13 @@ from pydantic import BaseModel, Field, TypeAdapter
 
 from rooftop.pipeline.job import DeviceType, Settings
 from rooftop.pipeline.prebuild import BuildTarget, Prebuilt
+from rooftop.problem.spec import Problem
 from rooftop.service.jobs import SourceSnapshot
+from rooftop.solution.loader import Solution
 from rooftop.verdict import Verdict
 
 Role = Literal["device", "build"]
+AHEAD = 3  # children a GPU worker starts ahead of need (for the jobs it holds after the current one)
 
 
 class Task(BaseModel):
@@ -75,18 +79,46 @@ def worker_main(conn: Connection, role: Role, device: DeviceType, env: dict[str,
         os.sched_setaffinity(0, cores)
     target = describe_device(device) if role == "device" else None
     conn.send(Hello(target=target).model_dump_json())
+    inbox = Inbox(conn)
     while True:
         try:
-            message = conn.recv()
+            task = inbox.next()
         except (EOFError, OSError):
             return
-        if message is None:
+        if task is None:
             return
-        task = Task.model_validate_json(message)
-        outcome = run_task(task, device, conn) if task.kind == "run" else build_task(task)
-        if task.kind == "run":
+        if task.kind == "build":
+            outcome = build_task(task)
+        else:
+            outcome = run_task(task, device, conn, inbox)
             outcome.healthy = outcome.healthy and device_healthy(device)
         conn.send(outcome.model_dump_json())
+
+
+class Inbox:
+    """The tasks a worker has been handed and not begun (the orchestrator may hand one over ahead)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn, self.pending, self.stopping = conn, deque[Task](), False
+        self.started_ahead: set[str] = set()  # jobs whose children were started ahead of need
+
+    def drain(self) -> None:
+        """Take in what has arrived, without waiting."""
+        while not self.stopping and self.conn.poll(0):
+            self._take(self.conn.recv())
+
+    def next(self) -> Task | None:
+        """The next task, waiting for one; None once told to stop and nothing is left."""
+        self.drain()
+        if not self.pending and not self.stopping:
+            self._take(self.conn.recv())
+        return self.pending.popleft() if self.pending else None
+
+    def _take(self, message: str | None) -> None:
+        if message is None:
+            self.stopping = True
+        else:
+            self.pending.append(Task.model_validate_json(message))
 
 
 def describe_device(device: DeviceType) -> BuildTarget:
@@ -114,7 +146,7 @@ def device_healthy(device: DeviceType) -> bool:
         return False
 
 
-def _load(task: Task) -> tuple[object, object]:
+def _load(task: Task) -> tuple[Problem, Solution]:
     from rooftop.api import check_once
     from rooftop.problem.registry import resolve
     from rooftop.service.jobs import problem_hash
@@ -128,25 +160,46 @@ def _load(task: Task) -> tuple[object, object]:
     return problem, task.source.materialize()
 
 
-def run_task(task: Task, device: DeviceType, conn: Connection) -> Outcome:
+def run_task(task: Task, device: DeviceType, conn: Connection | None = None, inbox: Inbox | None = None) -> Outcome:
+    """Evaluate one job here. On a GPU, the children of the next jobs this worker holds are started
+    while this one is in its early gates (never once it times): their interpreters, torch and CUDA
+    contexts come up during this evaluation rather than after its verdict."""
     from rooftop.errors import UserError
     from rooftop.pipeline.evaluate import evaluate
-    from rooftop.pipeline.events import Event, GateStarted
+    from rooftop.pipeline.events import Event, GateStarted, ShapeDone
+    from rooftop.verdict import Gate
 
     def forward(event: Event) -> None:
-        if isinstance(event, GateStarted):
+        early = isinstance(event, GateStarted | ShapeDone) and event.gate in (Gate.build, Gate.load, Gate.correctness)
+        if early and inbox is not None and device == "cuda":
+            inbox.drain()
+            for waiting in list(inbox.pending)[:AHEAD]:
+                if waiting.job_id not in inbox.started_ahead:
+                    inbox.started_ahead.add(waiting.job_id)
+                    _start_ahead(waiting, device)
+        if isinstance(event, GateStarted) and conn is not None:
             conn.send(Stage(job_id=task.job_id, stage=event.gate.value).model_dump_json())
 
     try:
         problem, solution = _load(task)
         settings = task.settings.model_copy(update={"device": device})
-        verdict = evaluate(problem, solution, settings, events=forward)  # type: ignore[arg-type]
+        verdict = evaluate(problem, solution, settings, events=forward)
     except UserError as exc:
         return Outcome(job_id=task.job_id, error=str(exc))
     except Exception as exc:  # noqa: BLE001  (rooftop's own bug: the job fails, the worker is replaced)
         return Outcome(job_id=task.job_id, error=_bug(exc), healthy=False)
     verdict.solution = task.label
     return Outcome(job_id=task.job_id, verdict=verdict)
+
+
+def _start_ahead(task: Task, device: DeviceType) -> None:
+    from rooftop.pipeline.spawn import prestart
+
+    try:
+        problem, solution = _load(task)
+        prestart(problem, solution, device, task.settings.sandbox.value, warm_cuda=True)
+    except Exception:  # noqa: BLE001  (its own evaluation will say what is wrong, in its own words)
+        pass
 
 
 def build_task(task: Task) -> Outcome:
@@ -157,7 +210,7 @@ def build_task(task: Task) -> Outcome:
     try:
         problem, solution = _load(task)
         settings = task.settings.model_copy(update={"device": task.target.device})
-        prebuilt = prebuild(problem, solution, settings, task.target)  # type: ignore[arg-type]
+        prebuilt = prebuild(problem, solution, settings, task.target)
     except UserError as exc:
         return Outcome(job_id=task.job_id, error=str(exc))
     except Exception as exc:  # noqa: BLE001
