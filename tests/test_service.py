@@ -285,3 +285,19 @@ def test_batch_input_mistakes_are_one_line_errors(tmp_path, setup, args, needle)
     assert proc.returncode == 2, proc.stderr
     assert needle in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_the_ray_backend_gives_the_local_backend_s_verdicts(tmp_path):
+    pytest.importorskip("ray")
+    folder = tmp_path / "cands"
+    folder.mkdir()
+    for name in ("good.py", "wrong.py", "forbidden.py"):
+        (folder / name).write_text((FIXTURES / "solutions" / name).read_text())
+    results = {}
+    for backend in ("local", "ray"):
+        proc = rooftop("batch", str(folder), "--problem", SCALE, "--device", "cpu", "--db",
+                       str(tmp_path / f"{backend}.db"), "--backend", backend, "--json")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        results[backend] = {Path(j["solution"]).name: (j["state"], j["status"]) for j in json.loads(proc.stdout)}
+    assert results["ray"] == results["local"]
+    assert results["ray"]["good.py"] == ("done", "correct") and results["ray"]["forbidden.py"] == ("done", "rejected")

@@ -1,0 +1,131 @@
+"""The Ray backend: the same orchestrator, with its workers on a Ray cluster.
+
+Build work runs as Ray tasks on CPU (one core each, no GPU); each device worker is a Ray actor
+holding one GPU (`num_gpus=1`; on a CPU-only cluster, one core), so Ray's own placement keeps
+two timings off one GPU. The orchestrator stays on the driver and remains the store's only
+writer. Every node must have rooftop installed and see the problems under the names the jobs
+carry (a deck name, or a path that exists there); the solutions travel with the tasks.
+
+Ray is an optional dependency (`pip install 'rooftop[ray]'`); nothing else imports this module.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rooftop.errors import UserError
+from rooftop.pipeline.job import DeviceType
+from rooftop.service.orchestrator import Orchestrator, Slot
+from rooftop.service.queue import JobQueue
+from rooftop.service.worker import Hello, Task
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise UserError("--backend ray: Ray is not installed (pip install 'rooftop[ray]')") from None
+    return ray
+
+
+class DeviceWorker:
+    """A device worker as a Ray actor: the trusted side of every evaluation on its device."""
+
+    def __init__(self, device: DeviceType) -> None:
+        self.device = device
+
+    def hello(self) -> str:
+        from rooftop.service.worker import describe_device
+
+        return Hello(target=describe_device(self.device)).model_dump_json()
+
+    def run(self, message: str) -> str:
+        from rooftop.service.worker import device_healthy, run_task
+
+        outcome = run_task(Task.model_validate_json(message), self.device)
+        outcome.healthy = outcome.healthy and device_healthy(self.device)
+        return outcome.model_dump_json()
+
+
+def build(message: str) -> str:
+    from rooftop.service.worker import build_task
+
+    return build_task(Task.model_validate_json(message)).model_dump_json()
+
+
+class RayTransport:
+    def __init__(self, address: str | None, cpus: int | None = None) -> None:
+        ray = self.ray = _ray()
+        self._started_here = not ray.is_initialized()
+        if self._started_here:
+            try:
+                local = {"num_cpus": cpus, "object_store_memory": 256 << 20} if address is None else {}
+                ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False,
+                         **local)
+            except (ConnectionError, ValueError) as exc:
+                raise UserError(f"--address {address}: no Ray cluster could be reached ({exc})") from None
+        self._actor = ray.remote(DeviceWorker)
+        self._build = ray.remote(build)
+        self._pending: dict[Any, Slot] = {}
+        self._said: list[tuple[Slot, str | None, str]] = []
+
+    def start(self, slot: Slot) -> None:
+        if slot.role == "build":
+            slot.handle = "build"
+            self._said.append((slot, Hello().model_dump_json(), ""))  # a task per build: nothing to wait for
+            return
+        resources = {"num_gpus": 1} if slot.device == "cuda" else {"num_cpus": 1}
+        actor = self._actor.options(**resources, max_concurrency=1).remote(slot.device)
+        slot.handle = actor
+        self._pending[actor.hello.remote()] = slot
+
+    def send(self, slot: Slot, task: Task) -> bool:
+        message = task.model_dump_json()
+        if slot.role == "build":
+            ref = self._build.options(num_cpus=1, num_gpus=0).remote(message)
+        else:
+            ref = slot.handle.run.remote(message)
+        self._pending[ref] = slot
+        return True
+
+    def poll(self, slots: list[Slot], timeout: float) -> list[tuple[Slot, str | None, str]]:
+        ray = self.ray
+        said, self._said = self._said, []
+        if not self._pending:
+            return said
+        ready, _ = ray.wait(list(self._pending), num_returns=1, timeout=0 if said else timeout)
+        if ready:
+            more, _ = ray.wait([r for r in self._pending if r not in ready], num_returns=len(self._pending) - 1,
+                               timeout=0) if len(self._pending) > 1 else ([], [])
+            ready = [*ready, *more]
+        for ref in ready:
+            slot = self._pending.pop(ref)
+            try:
+                said.append((slot, ray.get(ref), ""))
+            except Exception as exc:  # noqa: BLE001  (an actor or worker died: the orchestrator replaces it)
+                said.append((slot, None, f"the Ray {slot.role} worker {slot.name} was lost: "
+                                         f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"))
+        return said
+
+    def stop(self, slot: Slot) -> None:
+        for ref in [r for r, s in self._pending.items() if s is slot]:
+            del self._pending[ref]
+        if slot.role == "device" and slot.handle is not None:
+            try:
+                self.ray.kill(slot.handle)
+            except Exception:  # noqa: BLE001  (already gone)
+                pass
+        slot.handle = None
+
+    def close(self) -> None:
+        if self._started_here:
+            self.ray.shutdown()
+
+
+def ray_orchestrator(queue: JobQueue, device: DeviceType, devices: int = 1, builders: int = 1,
+                     address: str | None = None, recycle_after: int = 200) -> Orchestrator:
+    slots = [Slot(name=f"{device}:{i}", role="device", device=device) for i in range(devices)]
+    slots += [Slot(name=f"build:{i}", role="build", device=device) for i in range(builders)]
+    # a local instance gets exactly the cores its workers ask for
+    return Orchestrator(queue, slots, RayTransport(address, cpus=None if device == "cuda" else devices + builders),
+                        recycle_after)
