@@ -16,7 +16,7 @@ import pytest
 from conftest import FIXTURES, fixture_problem
 
 from rooftop.pipeline.job import Settings
-from rooftop.service.jobs import JobState, SourceSnapshot, job_id
+from rooftop.service.jobs import JobState, SourceSnapshot, job_id, problem_hash
 from rooftop.service.queue import MAX_ATTEMPTS, JobQueue, this_owner
 from rooftop.solution.loader import load_solution
 from rooftop.store.db import Store
@@ -153,7 +153,8 @@ def test_the_store_is_in_wal_mode_with_the_jobs_tables(tmp_path):
 def test_job_ids_depend_on_the_problem_version(tmp_path):
     problem = fixture_problem("scale")
     bumped = problem.model_copy(update={"spec": problem.spec.model_copy(update={"version": problem.spec.version + 1})})
-    assert job_id(problem, "abc", Settings()) != job_id(bumped, "abc", Settings())
+    digest = problem_hash(problem)
+    assert job_id(problem, digest, "abc", Settings()) != job_id(bumped, digest, "abc", Settings())
 
 
 # -- the command, as a user runs it ------------------------------------------------------------

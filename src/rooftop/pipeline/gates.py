@@ -81,13 +81,20 @@ class BuildGate(GateStep):
         ev.phases["trusted_setup"] = time.perf_counter() - started
         ev.session.hello(ev.state.deadline)
         ev.phases["child_start"] = time.perf_counter() - started
-        reply, _ = ev.session.request(JobRequest(job=ev.job), JobReply, ev.state.deadline)
-        raise_failure(reply)
+        return hand_over_and_build(ev)
+
+
+def hand_over_and_build(ev: Evaluation) -> GateRecord:
+    """Give the started child its job and have it build the solution: the build gate's record."""
+    assert ev.session is not None and ev.job is not None
+    reply, _ = ev.session.request(JobRequest(job=ev.job), JobReply, ev.state.deadline)
+    raise_failure(reply)
+    if reply.environment is not None:  # None from a build-stage child, which sees no GPU to describe
         ev.verdict.environment = reply.environment
-        built, _ = ev.session.request(BuildRequest(), BuildReply, ev.state.deadline)
-        raise_failure(built)
-        ev.phases["build"] = built.seconds
-        return GateRecord(gate=self.gate, ok=True, seconds=built.seconds, cached=built.cached)
+    built, _ = ev.session.request(BuildRequest(), BuildReply, ev.state.deadline)
+    raise_failure(built)
+    ev.phases["build"] = built.seconds
+    return GateRecord(gate=Gate.build, ok=True, seconds=built.seconds, cached=built.cached)
 
 
 def _warm_fused_checks(ev: Evaluation) -> None:

@@ -19,11 +19,10 @@ from rooftop.environment import mode_for
 from rooftop.pipeline.context import Evaluation
 from rooftop.pipeline.evaluate import finish, prepare, select_shapes
 from rooftop.pipeline.events import ignore
-from rooftop.pipeline.gates import BuildGate, StaticGate, raise_failure
+from rooftop.pipeline.gates import BuildGate, StaticGate, hand_over_and_build
 from rooftop.pipeline.job import DeviceType, Settings
-from rooftop.pipeline.protocol import BuildReply, BuildRequest, JobReply, JobRequest
 from rooftop.pipeline.runner import GateRunner
-from rooftop.pipeline.spawn import start_build_child
+from rooftop.pipeline.spawn import start_child
 from rooftop.problem.spec import Problem, Shape
 from rooftop.solution.loader import Language, Solution
 from rooftop.verdict import Environment, Gate, GateRecord, Status, Verdict
@@ -57,14 +56,9 @@ class CompileGate(BuildGate):
 
     def run(self, ev: Evaluation, shape: Shape | None = None) -> GateRecord:
         assert ev.job is not None
-        ev.session = start_build_child(ev)
+        ev.session = start_child(ev, build_only=True)
         ev.session.hello(ev.state.deadline)
-        reply, _ = ev.session.request(JobRequest(job=ev.job), JobReply, ev.state.deadline)
-        raise_failure(reply)
-        built, _ = ev.session.request(BuildRequest(), BuildReply, ev.state.deadline)
-        raise_failure(built)
-        ev.phases["build"] = built.seconds
-        return GateRecord(gate=self.gate, ok=True, seconds=built.seconds, cached=built.cached)
+        return hand_over_and_build(ev)
 
 
 def needs_build(solution: Solution) -> bool:

@@ -90,26 +90,18 @@ def _stop_unclaimed() -> None:
         shutil.rmtree(started.scratch, ignore_errors=True)
 
 
-def start_build_child(ev: Evaluation) -> ChildSession:
-    """A child for the build stage: sandboxed as a CPU evaluation's (no GPU device, CUDA hidden),
+def start_child(ev: Evaluation, build_only: bool = False) -> ChildSession:
+    """A fresh child in a fresh scratch folder (removed when the evaluation closes), sandboxed as
+    the settings say: one started ahead for this very evaluation when there is one. `build_only`:
+    a child for the build stage, sandboxed as a CPU evaluation's (no GPU device, CUDA hidden)
     whatever device the job targets."""
     assert ev.job is not None
-    started = _start(ev.problem, ev.solution, "cpu", ev.settings.sandbox, ev.job.cache_root)
-    ev.scratch = started.scratch
-    ev.verdict.sandbox = started.sandbox.kind.value
-    return started.session
-
-
-def start_child(ev: Evaluation) -> ChildSession:
-    """A fresh child in a fresh scratch folder (removed when the evaluation closes), sandboxed as
-    the settings say: one started ahead for this very evaluation when there is one."""
-    assert ev.job is not None
-    key = _key(ev.problem, ev.solution, ev.device, ev.settings.sandbox, ev.job.cache_root)
-    started = next((s for s in _ahead if s.key == key and s.session.proc.poll() is None), None)
-    if started is not None:
-        _ahead.remove(started)
-    else:
-        started = _start(ev.problem, ev.solution, ev.device, ev.settings.sandbox, ev.job.cache_root)
+    device = "cpu" if build_only else ev.device
+    key = _key(ev.problem, ev.solution, device, ev.settings.sandbox, ev.job.cache_root)
+    ahead = None if build_only else next((s for s in _ahead if s.key == key and s.session.proc.poll() is None), None)
+    if ahead is not None:
+        _ahead.remove(ahead)
+    started = ahead or _start(ev.problem, ev.solution, device, ev.settings.sandbox, ev.job.cache_root)
     ev.scratch = started.scratch
     ev.verdict.sandbox = started.sandbox.kind.value
     if started.sandbox.warning:

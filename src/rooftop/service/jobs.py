@@ -22,7 +22,7 @@ from rooftop.build.cache import cache_root
 from rooftop.errors import UserError
 from rooftop.pipeline.job import Settings
 from rooftop.problem.spec import Problem
-from rooftop.solution.loader import Solution, load_solution
+from rooftop.solution.loader import Solution, hash_sources, load_solution
 
 MAX_SOURCE_BYTES = 4 << 20  # a solution's files together; more is not a kernel but a payload
 
@@ -78,8 +78,9 @@ def problem_hash(problem: Problem) -> str:
     return digest.hexdigest()
 
 
-def job_id(problem: Problem, solution_hash: str, settings: Settings) -> str:
-    key = {"problem": problem.name, "version": problem.spec.version, "problem_hash": problem_hash(problem),
+def job_id(problem: Problem, problem_digest: str, solution_hash: str, settings: Settings) -> str:
+    """The job's id; `problem_digest` is `problem_hash(problem)`, computed once by the caller."""
+    key = {"problem": problem.name, "version": problem.spec.version, "problem_hash": problem_digest,
            "source": solution_hash, "settings": settings.model_dump(mode="json")}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
 
@@ -110,25 +111,30 @@ class SourceSnapshot(BaseModel):
         data = code.encode()
         if len(data) > MAX_SOURCE_BYTES:
             raise UserError(f"code: {len(data)} bytes; at most {MAX_SOURCE_BYTES} are accepted")
-        digest = hashlib.sha256(name.encode() + b"\0" + data + b"\0").hexdigest()  # as load_solution hashes it
-        return cls(source_hash=digest, kind="file", entry=name, files={name: base64.b64encode(data).decode()})
+        return cls(source_hash=hash_sources([(name, data)]), kind="file", entry=name,
+                   files={name: base64.b64encode(data).decode()})
 
     def materialize(self, root: Path | None = None) -> Solution:
         """The files under the cache, in a folder named by their hash (written once, then reused),
         loaded as a solution; its hash is checked against the one the job was made with."""
         folder = (root or cache_root()) / "sources" / self.source_hash[:24]
         if not (folder / ".complete").is_file():
-            partial = folder.with_name(folder.name + ".part")
+            import os
             import shutil
 
+            # written under a name of this process's own, then renamed whole: two workers that
+            # materialize the same source at once each finish, and one of them wins the name
+            partial = folder.with_name(f"{folder.name}.{os.getpid()}.part")
             shutil.rmtree(partial, ignore_errors=True)
             for relative, data in self.files.items():
                 target = partial / relative
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(base64.b64decode(data))
             (partial / ".complete").write_text("")
-            shutil.rmtree(folder, ignore_errors=True)
-            partial.rename(folder)
+            try:
+                partial.rename(folder)
+            except OSError:  # another worker's copy got there first
+                shutil.rmtree(partial, ignore_errors=True)
         solution = load_solution(folder if self.kind == "folder" else folder / self.entry)
         if solution.source_hash != self.source_hash:
             raise UserError(f"{folder}: the stored source hashes to {solution.source_hash[:12]}, not "

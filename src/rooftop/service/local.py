@@ -1,8 +1,8 @@
 """The local backend: a build pool and one worker per device, as processes on this machine.
 
 Build workers and device workers get disjoint CPU cores where the machine has enough (a device
-worker four: its trusted side, its candidate's child, and the next two candidates' children
-coming up),
+worker four: its trusted side, its candidate's child, and the children started ahead for the
+jobs after it),
 so compilers never run on the cores of a timing. Every worker dies with the orchestrator.
 """
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+from collections.abc import Iterable
 from enum import Enum
 from pathlib import Path
 
@@ -85,6 +86,14 @@ def solution_entries(folder: Path) -> list[Path]:
                   if (p.suffix == ".py" and p.is_file()) or (p.is_dir() and (p / "solution.py").is_file()))
 
 
+def hash_sources(files: Iterable[tuple[str, bytes]]) -> str:
+    """A solution's source hash: its files' paths (relative to the solution) and bytes, in order."""
+    digest = hashlib.sha256()
+    for relative, data in files:
+        digest.update(relative.encode() + b"\0" + data + b"\0")
+    return digest.hexdigest()
+
+
 def load_solution(path: str | Path) -> Solution:
     path = Path(path)
     if path.is_dir():
@@ -100,13 +109,11 @@ def load_solution(path: str | Path) -> Solution:
     else:
         raise SolutionError(f"{path}: no such solution file or folder")
     root = path if path.is_dir() else path.parent
-    digest = hashlib.sha256()
-    for f in files:
-        digest.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    source_hash = hash_sources((str(f.relative_to(root)), f.read_bytes()) for f in files)
     source = entry.read_text()
     languages, inline = _detect(source, files)
     return Solution(path=path.resolve(), entry=entry.resolve(), files=[f.resolve() for f in files],
-                    source_hash=digest.hexdigest(), languages=languages, inline=inline)
+                    source_hash=source_hash, languages=languages, inline=inline)
 
 
 def _detect(source: str, files: list[Path]) -> tuple[list[Language], InlineSources]:
