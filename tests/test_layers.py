@@ -13,6 +13,8 @@ SRC = Path(__file__).parents[1] / "src" / "rooftop"
 LAYERS = [
     ["__main__"],  # `python -m rooftop`: the command
     ["cli"],
+    ["server"],
+    ["env"],
     ["batch"],
     ["service"],
     ["api"],

@@ -43,6 +43,18 @@ def speedup_minus_one(verdict: Verdict) -> float | None:
     return FAILURE_REWARD.get(status)
 
 
+@reward_fn("kevin")
+def correct_plus_speedup(verdict: Verdict) -> float | None:
+    """0.3 for a correct kernel plus its speedup over eager, capped at 10 (0 when incorrect): the
+    shaping of Kevin-style multi-turn RL, where a slow correct kernel still beats a broken one."""
+    if verdict.status.value == "needs_gpu":
+        return None
+    if verdict.status.value != "correct":
+        return 0.0
+    speedup = verdict.summary.geomean_speedup
+    return 0.3 + min(speedup if speedup is not None else 0.0, 10.0)
+
+
 def compute_reward(verdict: Verdict, name: str = "default") -> float | None:
     if name not in REWARD_FNS:
         raise KeyError(f"unknown reward function '{name}' (known: {', '.join(sorted(REWARD_FNS))})")

@@ -12,7 +12,7 @@ from rooftop.errors import UserError
 from rooftop.pipeline.job import DeviceType, Settings
 from rooftop.service.inputs import Submission
 from rooftop.service.local import local_orchestrator
-from rooftop.service.orchestrator import ProgressFn, Tally
+from rooftop.service.orchestrator import Orchestrator, ProgressFn, Tally
 from rooftop.service.queue import JobQueue
 
 
@@ -39,15 +39,22 @@ def device_count(device: DeviceType, workers: int | None) -> int:
     return workers or 1
 
 
-def run_jobs(queue: JobQueue, ids: list[str], device: DeviceType, *, workers: int | None = None,
-             builders: int = 1, backend: str = "local", address: str | None = None,
-             progress: ProgressFn | None = None, recycle_after: int = 200) -> Tally:
+def orchestrator_for(queue: JobQueue, device: DeviceType, *, workers: int | None = None, builders: int = 1,
+                     backend: str = "local", address: str | None = None, recycle_after: int = 200) -> Orchestrator:
+    """The orchestrator of a backend: `local` processes, or `ray` actors and tasks."""
     if backend == "ray":
         from rooftop.service.ray_backend import ray_orchestrator
 
         return ray_orchestrator(queue, device, devices=device_count(device, workers), builders=builders,
-                                address=address, recycle_after=recycle_after).run(ids, progress)
+                                address=address, recycle_after=recycle_after)
     if address is not None:
         raise UserError("--address: only the ray backend connects to a cluster (add --backend ray)")
     return local_orchestrator(queue, device, devices=device_count(device, workers), builders=builders,
-                              recycle_after=recycle_after).run(ids, progress)
+                              recycle_after=recycle_after)
+
+
+def run_jobs(queue: JobQueue, ids: list[str], device: DeviceType, *, workers: int | None = None,
+             builders: int = 1, backend: str = "local", address: str | None = None,
+             progress: ProgressFn | None = None, recycle_after: int = 200) -> Tally:
+    return orchestrator_for(queue, device, workers=workers, builders=builders, backend=backend, address=address,
+                            recycle_after=recycle_after).run(ids, progress)

@@ -8,8 +8,11 @@ so compilers never run on the cores of a timing. Every worker dies with the orch
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
+import sys
+from collections.abc import Iterator
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
@@ -52,7 +55,8 @@ class ProcessTransport:
         ours, theirs = self._context.Pipe()
         process = self._context.Process(target=worker_main, args=(theirs, slot.role, slot.device, slot.env, slot.cores),
                                         name=f"rooftop-{slot.name}", daemon=True)
-        process.start()
+        with _main_script_hidden():
+            process.start()
         theirs.close()
         slot.handle = (process, ours)
 
@@ -106,6 +110,23 @@ class ProcessTransport:
     def _parts(slot: Slot) -> tuple[BaseProcess, Connection]:
         process, conn = slot.handle
         return process, conn
+
+
+@contextlib.contextmanager
+def _main_script_hidden() -> Iterator[None]:
+    """Start a spawned worker without it running the caller's script again: a worker needs
+    nothing from it, and a trainer's script without an `if __name__ == "__main__"` guard would
+    otherwise start a service in every worker."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or path is None or getattr(main, "__spec__", None) is not None:
+        yield
+        return
+    del main.__file__
+    try:
+        yield
+    finally:
+        main.__file__ = path
 
 
 def local_orchestrator(queue: JobQueue, device: DeviceType, devices: int = 1, builders: int = 1,

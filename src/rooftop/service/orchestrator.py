@@ -9,6 +9,7 @@ processes on this machine (service/local.py) or Ray actors and tasks (service/ra
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -87,18 +88,29 @@ class Orchestrator:
         counts = self.queue.counts(wanted)
         if counts[JobState.done] + counts[JobState.failed] == len(wanted):
             return self.tally  # nothing left: no worker is started
+
+        def finished() -> bool:
+            counts = self.queue.counts(wanted)
+            if progress:
+                progress(counts, self.slots)
+            return counts[JobState.done] + counts[JobState.failed] == len(wanted)
+
+        return self._work(wanted, finished)
+
+    def serve(self, stop: threading.Event, poll: float = 0.05) -> Tally:
+        """Work off every open job of the store, whoever queued it, until `stop` is set: the
+        service behind the environment and the server, which queue jobs while it runs."""
+        self.queue.recover()
+        return self._work(None, stop.is_set, poll)
+
+    def _work(self, wanted: list[str] | None, finished: Callable[[], bool], poll: float = 1.0) -> Tally:
         try:
             for slot in self.slots:
                 self.transport.start(slot)
             renewed = time.monotonic()
-            while True:
-                counts = self.queue.counts(wanted)
-                if progress:
-                    progress(counts, self.slots)
-                if counts[JobState.done] + counts[JobState.failed] == len(wanted):
-                    return self.tally
+            while not finished():
                 self._dispatch(wanted)
-                for slot, message, why in self.transport.poll(self.slots, timeout=1.0):
+                for slot, message, why in self.transport.poll(self.slots, timeout=poll):
                     if message is None:
                         self._replace(slot, why)
                     else:
@@ -106,10 +118,11 @@ class Orchestrator:
                 if time.monotonic() - renewed > RENEW_EVERY:
                     self.queue.renew()
                     renewed = time.monotonic()
+            return self.tally
         finally:
             for slot in self.slots:
-                for job in slot.jobs:
-                    self.queue.release(job.id)
+                for index, job in enumerate(slot.jobs):  # those waiting behind the first never started
+                    self.queue.release(job.id, started=index == 0)
                 slot.jobs = []
                 self.transport.stop(slot)
             self.transport.close()
@@ -138,7 +151,7 @@ class Orchestrator:
     def _target(self) -> BuildTarget | None:
         return next((s.target for s in self.slots if s.role == "device" and s.target is not None), None)
 
-    def _dispatch(self, wanted: list[str]) -> None:
+    def _dispatch(self, wanted: list[str] | None) -> None:
         target = self._target()
         # first every idle worker gets one job, then device workers more, to start their children ahead
         for depth in range(1, 1 + max(s.depth for s in self.slots)):

@@ -1,0 +1,112 @@
+"""The agent-facing view of a verdict: what a policy may learn from an evaluation.
+
+A verdict is the whole record (the store keeps it); an agent sees less. Its kernel's status, the
+messages of a run on shapes it was shown, and per shape the figures it can act on. Of a graded
+run (held-out shapes included) it sees the status, the reward and counts and geometric means per
+split, never a held-out shape's name, parameters, figures or messages: a candidate can put what
+it saw of a held-out input into an error message, so a graded run's messages stay in the store.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from rooftop.verdict import ShapeResult, Status, Verdict
+
+MAX_MESSAGE = 4000  # characters of one message an agent is shown
+
+
+class ShapeView(BaseModel):
+    shape: str
+    params: dict[str, int | float | bool | str]
+    correct: bool | None
+    median_us: float | None = None
+    reference_median_us: float | None = None
+    speedup: float | None = None
+    tflops: float | None = None
+    gbps: float | None = None
+    roofline_fraction: float | None = None
+    message: str = ""
+
+
+class SplitView(BaseModel):
+    """Counts and means over a split's shapes, with no shape named."""
+
+    shapes: int
+    correct: int
+    geomean_speedup: float | None = None
+
+
+class AgentView(BaseModel):
+    status: Status
+    reward: float
+    graded: bool  # held-out shapes were run: only counts of them are shown
+    failed_gate: str | None = None
+    messages: list[str] = []
+    shapes: list[ShapeView] = []
+    splits: dict[str, SplitView] = {}
+    geomean_speedup: float | None = None
+
+
+def agent_view(verdict: Verdict, reward: float, graded: bool = False) -> AgentView:
+    visible = [r for r in verdict.shapes if r.split != "held_out"]
+    # a candidate that ran on held-out inputs may echo them in any message, of any shape
+    talks = not graded or all(r.split != "held_out" for r in verdict.shapes)
+    splits = {}
+    for split in dict.fromkeys(r.split for r in verdict.shapes):
+        rows = [r for r in verdict.shapes if r.split == split]
+        splits[split] = SplitView(shapes=len(rows), correct=sum(bool(r.correct) for r in rows),
+                                  geomean_speedup=_geomean([r.speedup for r in rows]))
+    return AgentView(
+        status=verdict.status, reward=reward, graded=graded,
+        failed_gate=verdict.failed_gate.value if verdict.failed_gate else None,
+        messages=[m[:MAX_MESSAGE] for m in verdict.messages] if talks else [],
+        shapes=[_shape(r, talks) for r in visible],
+        splits=splits if graded else {},
+        geomean_speedup=verdict.summary.geomean_speedup,
+    )
+
+
+def _shape(row: ShapeResult, messages: bool) -> ShapeView:
+    failed = next((c.message for c in row.checks if not c.ok and c.message), "") if messages else ""
+    return ShapeView(shape=row.shape, params=row.params, correct=row.correct,
+                     median_us=_us(row.candidate.median if row.candidate else None),
+                     reference_median_us=_us(row.reference.median if row.reference else None),
+                     speedup=row.speedup, tflops=row.tflops, gbps=row.gbps,
+                     roofline_fraction=row.roofline_fraction, message=failed[:MAX_MESSAGE])
+
+
+def _us(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1e6, 3)
+
+
+def _geomean(values: list[float | None]) -> float | None:
+    import math
+
+    present = [v for v in values if v is not None and v > 0]
+    if not present or len(present) != len(values):
+        return None
+    return math.exp(sum(math.log(v) for v in present) / len(present))
+
+
+def render(view: AgentView) -> str:
+    """The view as the text of an observation."""
+    lines = [f"status: {view.status.value}" + (f" (failed at {view.failed_gate})" if view.failed_gate else ""),
+             f"reward: {view.reward:.4g}"]
+    if view.geomean_speedup is not None:
+        lines.append(f"speedup over the reference (geometric mean): {view.geomean_speedup:.3g}x")
+    lines += [f"message: {m}" for m in view.messages]
+    for s in view.shapes:
+        params = ", ".join(f"{k}={v}" for k, v in s.params.items())
+        figures = [f"correct={s.correct}"]
+        if s.median_us is not None:
+            figures.append(f"time={s.median_us:.4g} us")
+        if s.speedup is not None:
+            figures.append(f"speedup={s.speedup:.3g}x")
+        if s.roofline_fraction is not None:
+            figures.append(f"roofline={100 * s.roofline_fraction:.1f}%")
+        lines.append(f"shape {s.shape} ({params}): " + ", ".join(figures) + (f"; {s.message}" if s.message else ""))
+    for split, counts in view.splits.items():
+        mean = f", speedup {counts.geomean_speedup:.3g}x" if counts.geomean_speedup is not None else ""
+        lines.append(f"{split.replace('_', '-')} shapes: {counts.correct}/{counts.shapes} correct{mean}")
+    return "\n".join(lines)
