@@ -29,6 +29,7 @@ from rooftop.cli.common import (
 from rooftop.cli.kernelbench import register as register_kernelbench_commands
 from rooftop.cli.measure import register as register_measure_commands
 from rooftop.cli.results import register as register_results_commands
+from rooftop.cli.serve import register as register_serve_commands
 from rooftop.errors import UserError
 
 if TYPE_CHECKING:
@@ -265,6 +266,7 @@ register_measure_commands(app)
 register_results_commands(app)
 register_kernelbench_commands(app)
 register_batch_commands(app)
+register_serve_commands(app)
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ import secrets
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, Field
 
@@ -145,7 +145,7 @@ class _EpisodeRules:
         self.problem: Problem | None = None
 
     @classmethod
-    def resume(cls, episode: Episode, evaluator: Evaluator, settings: Settings | None = None) -> _EpisodeRules:
+    def resume(cls, episode: Episode, evaluator: Evaluator, settings: Settings | None = None) -> Self:
         """An env carrying on a stored episode (the server, after a restart)."""
         env = cls(evaluator, reward=episode.reward_fn, max_turns=episode.max_turns, settings=settings)
         env.episode, env.problem = episode, resolve(episode.task)

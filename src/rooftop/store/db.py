@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     from rooftop.measure.baselines import BaselineRecord, Platform
     from rooftop.score.calibrate import HardwareProfile
 
-# 2: baselines and hardware_profiles; 3: jobs and sources (each added by CREATE IF NOT EXISTS, no migration)
-SCHEMA_VERSION = 3
+# 2: baselines and hardware_profiles; 3: jobs and sources; 4: sessions (each added by CREATE IF NOT EXISTS,
+# no migration)
+SCHEMA_VERSION = 4
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -126,6 +127,14 @@ CREATE TABLE IF NOT EXISTS jobs (
     evaluation_id INTEGER REFERENCES evaluations(id),
     status TEXT,
     error TEXT
+);
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    created_at TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    task TEXT NOT NULL,
+    state TEXT NOT NULL,
+    episode_json TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, queued_at);
 CREATE INDEX IF NOT EXISTS baselines_by_key ON baselines(problem, problem_version, device_name, torch);
@@ -306,8 +315,32 @@ class Store:
                                "LIMIT 1", (device_name,)).fetchone()
         return HardwareProfile.model_validate_json(row[0]) if row else None
 
+    # -- sessions of the HTTP server: an episode document and its state -----------------------
+    def save_session(self, ident: str, task: str, state: str, episode_json: str) -> None:
+        import time
+
+        with self._db:
+            self._db.execute("INSERT INTO sessions (id, created_at, updated_at, task, state, episode_json) "
+                             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                             "updated_at = excluded.updated_at, state = excluded.state, "
+                             "episode_json = excluded.episode_json",
+                             (ident, _now(), time.time(), task, state, episode_json))
+
+    def session(self, ident: str) -> tuple[str, str] | None:
+        """A session's state and episode document."""
+        row = self._db.execute("SELECT state, episode_json FROM sessions WHERE id = ?", (ident,)).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def expire_sessions(self, idle_since: float, states: tuple[str, ...] = ("open",), to: str = "expired") -> int:
+        """Move sessions untouched since `idle_since` (epoch seconds) to `to`; how many."""
+        with self._db:
+            cur = self._db.execute(f"UPDATE sessions SET state = ? WHERE updated_at < ? AND state IN "
+                                   f"({','.join('?' * len(states))})", (to, idle_since, *states))
+        return cur.rowcount
+
     def count(self, table: str = "evaluations") -> int:
-        if table not in {"runs", "evaluations", "shape_results", "baselines", "hardware_profiles", "jobs", "sources"}:
+        if table not in {"runs", "evaluations", "shape_results", "baselines", "hardware_profiles", "jobs", "sources",
+                         "sessions"}:
             raise ValueError(table)
         return int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 

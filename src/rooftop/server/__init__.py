@@ -1,0 +1,1 @@
+"""`rooftop serve`: the environment API and plain evaluations over HTTP, and a client for it."""
