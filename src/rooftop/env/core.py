@@ -145,10 +145,11 @@ class _EpisodeRules:
         self.problem: Problem | None = None
 
     @classmethod
-    def resume(cls, episode: Episode, evaluator: Evaluator, settings: Settings | None = None) -> Self:
+    def resume(cls, episode: Episode, evaluator: Evaluator, settings: Settings | None = None,
+               problem: Problem | None = None) -> Self:
         """An env carrying on a stored episode (the server, after a restart)."""
         env = cls(evaluator, reward=episode.reward_fn, max_turns=episode.max_turns, settings=settings)
-        env.episode, env.problem = episode, resolve(episode.task)
+        env.episode, env.problem = episode, problem or resolve(episode.task)
         return env
 
     def close(self) -> None:

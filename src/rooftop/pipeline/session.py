@@ -34,6 +34,7 @@ R = TypeVar("R", bound="_Reply")
 
 
 QUIT_GRACE = 0.1  # seconds a child that was asked to quit may take before it is killed
+LOG_TAIL_BYTES = 64 << 10  # what is read of a dead child's log for its last lines
 
 class ChildSession:
     def __init__(self, sandbox: SandboxPlan, scratch: Path, log_path: Path) -> None:
@@ -129,8 +130,12 @@ class ChildSession:
         return f"exited with status {code}"
 
     def log_tail(self, lines: int = 12) -> str:
+        """The end of the child's log. Only its last bytes are read: a candidate may have written
+        gigabytes there (up to the file-size limit), which must not be loaded into this process."""
         try:
-            text = self.log_path.read_text(errors="replace")
+            with open(self.log_path, "rb") as log:
+                log.seek(max(0, log.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
+                text = log.read().decode(errors="replace")
         except OSError:
             return ""
         return "\n".join(text.strip().splitlines()[-lines:])[-1500:]

@@ -25,6 +25,7 @@ from rooftop.problem.spec import Problem
 from rooftop.solution.loader import Solution
 
 PACKAGE = Path(__file__).resolve().parents[1]
+SCRATCH = "rooftop-eval-"  # a child's scratch folder, in the temporary folder: SCRATCH + its owner's `_owner` + "-"
 
 
 def child_env(device: str) -> dict[str, str]:
@@ -58,9 +59,39 @@ def _key(problem: Problem, solution: Solution, device: str, sandbox: str, root: 
     return (solution.source_hash, str(problem.reference), device, str(getattr(sandbox, "value", sandbox)), str(root))
 
 
+def _owner(pid: int) -> str | None:
+    """The process `pid` as `namespace.pid.start` (its PID namespace, its start time in clock ticks:
+    a reused pid names another process); None when it is gone."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid").strip("pid:[]")
+        with open(f"/proc/{pid}/stat") as f:
+            return f"{namespace}.{pid}.{f.read().rsplit(')', 1)[1].split()[19]}"
+    except (OSError, IndexError):
+        return None
+
+
+def _sweep_scratch(root: Path) -> None:
+    """Remove the scratch folders whose evaluating process is gone: one killed mid-evaluation (a
+    worker its candidate killed, an orchestrator stopped with SIGKILL) never removed its own, and
+    they hold the child's log and whatever the candidate wrote. Only folders of this PID namespace:
+    whether the owner of another's lives cannot be told from here."""
+    import re
+    import shutil
+
+    here = _owner(os.getpid())
+    if here is None:
+        return
+    for folder in root.glob(SCRATCH + "*"):
+        named = re.match(rf"{re.escape(SCRATCH)}(\d+)\.(\d+)\.(\d+)-", folder.name)
+        if named and named[1] == here.split(".")[0] and _owner(int(named[2])) != ".".join(named.groups()):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def _start(problem: Problem, solution: Solution, device: str, sandbox: str, root: Path,
            warm_cuda: bool = False) -> Started:
-    scratch = Path(tempfile.mkdtemp(prefix="rooftop-eval-"))
+    _sweep_scratch(Path(tempfile.gettempdir()))
+    owner = _owner(os.getpid())
+    scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH}{owner}-" if owner else SCRATCH))
     bytecode_env, bytecode_folders = bytecode_for_child()
     warm = {WARM_IMPORTS: ",".join(solution.runtime_modules)}
     if warm_cuda and device == "cuda":

@@ -163,7 +163,7 @@ def create_app(config: ServerConfig, evaluator: Evaluator | None = None) -> Fast
 
     @app.get(f"{API}/tasks", dependencies=auth)
     def tasks(split: Annotated[str | None, Query(max_length=200)] = None) -> list[TaskCard]:
-        names = bundled_names(split)
+        names = _fresh(f"names:{split}", lambda: bundled_names(split))
         if split is not None and not names:
             raise HTTPException(404, f"split: no deck named '{split}' (GET {API}/splits lists them)")
         return [_card(_problem(n), config.device) for n in names]
@@ -197,7 +197,7 @@ def create_app(config: ServerConfig, evaluator: Evaluator | None = None) -> Fast
             episode, state = _load(service, ident)
             if state != "open":
                 raise HTTPException(409, f"session {ident} is {state}: start a new one")
-            env = AsyncKernelEnv.resume(episode, service, config.settings)
+            env = AsyncKernelEnv.resume(episode, service, config.settings, _problem(episode.task))
             try:
                 step = await env.step_result(ToolCall(tool=body.tool, code=body.code))
             except EpisodeOver as exc:
@@ -231,12 +231,26 @@ def create_app(config: ServerConfig, evaluator: Evaluator | None = None) -> Fast
 
 
 # -- helpers ----------------------------------------------------------------------------------------
+FRESH_SECONDS = 5.0  # how long a loaded problem (and the list of names) is reused before it is read again
+_loaded: dict[str, tuple[float, Any]] = {}
+
+
+def _fresh(key: str, load: Callable[[], Any]) -> Any:
+    """`load()`, reused for FRESH_SECONDS: a spec's parse and validation cost milliseconds, which
+    every request would pay otherwise, while an edited problem shows within seconds."""
+    now = time.monotonic()
+    found = _loaded.get(key)
+    if found is None or now - found[0] > FRESH_SECONDS:
+        found = _loaded[key] = (now, load())
+    return found[1]
+
+
 def _problem(name: str) -> Problem:
     """A bundled or imported problem by name; never a path on the server's disk."""
-    if name not in bundled_names():
+    if name not in _fresh("names", bundled_names):
         raise HTTPException(404, f"task: no task named '{name[:200]}' (GET {API}/tasks lists them)")
     try:
-        return resolve(name)
+        return _fresh(f"problem:{name}", lambda: resolve(name))
     except UserError as exc:
         raise HTTPException(404, f"task: {exc}") from None
 
@@ -259,7 +273,7 @@ def _load(service: Evaluator, ident: str) -> tuple[Episode, str]:
 
 
 def _session_out(episode: Episode, state: str) -> SessionOut:
-    problem = resolve(episode.task)
+    problem = _problem(episode.task)
     return SessionOut(id=episode.id, task=episode.task, state=state, max_turns=episode.max_turns,
                       prompt=task_prompt(problem, episode.run_shapes, episode.max_turns), turns=episode.runs,
                       best_reward=episode.best_reward, final_reward=episode.final_reward)
