@@ -153,27 +153,27 @@ def create_app(config: ServerConfig, evaluator: Evaluator | None = None) -> Fast
         return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
 
     @app.get(f"{API}/health")
-    def health() -> dict[str, str]:
+    async def health() -> dict[str, str]:
         return {"status": "ok", "device": config.device}
 
     @app.get(f"{API}/splits", dependencies=auth)
-    def splits() -> list[SplitOut]:
+    async def splits() -> list[SplitOut]:
         names = bundled_names()
         return [SplitOut(name=d, tasks=sum(n.rsplit("/", 1)[0] == d for n in names)) for d in deck_names()]
 
     @app.get(f"{API}/tasks", dependencies=auth)
-    def tasks(split: Annotated[str | None, Query(max_length=200)] = None) -> list[TaskCard]:
+    async def tasks(split: Annotated[str | None, Query(max_length=200)] = None) -> list[TaskCard]:
         names = _fresh(f"names:{split}", lambda: bundled_names(split))
         if split is not None and not names:
             raise HTTPException(404, f"split: no deck named '{split}' (GET {API}/splits lists them)")
         return [_card(_problem(n), config.device) for n in names]
 
     @app.get(API + "/tasks/{task:path}", dependencies=auth)
-    def task(task: str) -> TaskCard:
+    async def task(task: str) -> TaskCard:
         return _card(_problem(task), config.device)
 
     @app.post(f"{API}/sessions", dependencies=auth, status_code=201)
-    def new_session(body: NewSession) -> SessionOut:
+    async def new_session(body: NewSession) -> SessionOut:
         if body.reward not in REWARD_FNS:
             raise HTTPException(422, f"reward: unknown reward function '{body.reward}' "
                                      f"(known: {', '.join(sorted(REWARD_FNS))})")
@@ -185,7 +185,7 @@ def create_app(config: ServerConfig, evaluator: Evaluator | None = None) -> Fast
         return _session_out(env.episode, "open")
 
     @app.get(API + "/sessions/{ident}", dependencies=auth)
-    def get_session(ident: str) -> SessionOut:
+    async def get_session(ident: str) -> SessionOut:
         episode, state = _load(service, ident)
         return _session_out(episode, state)
 
@@ -206,14 +206,14 @@ def create_app(config: ServerConfig, evaluator: Evaluator | None = None) -> Fast
             return step
 
     @app.delete(API + "/sessions/{ident}", dependencies=auth, status_code=204)
-    def delete_session(ident: str) -> Response:
+    async def delete_session(ident: str) -> Response:
         episode, _ = _load(service, ident)
         _save(service, episode, "closed")
         locks.pop(ident, None)
         return Response(status_code=204)
 
     @app.post(f"{API}/evaluations", dependencies=auth, status_code=202)
-    def new_evaluation(body: NewEvaluation) -> EvaluationOut:
+    async def new_evaluation(body: NewEvaluation) -> EvaluationOut:
         problem = _problem(body.problem)
         run, graded = shape_groups(problem, config.device)
         settings = config.settings.model_copy(update={"device": DeviceChoice(config.device),
@@ -222,7 +222,7 @@ def create_app(config: ServerConfig, evaluator: Evaluator | None = None) -> Fast
         return _evaluation_out(service, ident)
 
     @app.get(API + "/evaluations/{ident}", dependencies=auth)
-    def get_evaluation(ident: str) -> EvaluationOut:
+    async def get_evaluation(ident: str) -> EvaluationOut:
         if service.queue.get(ident) is None:
             raise HTTPException(404, f"evaluation {ident}: no such evaluation")
         return _evaluation_out(service, ident)
