@@ -225,43 +225,25 @@ def test_a_candidate_that_kills_its_worker_mid_call_fails_alone(tmp_path):
     Machine.now(tmp_path).assert_recovered(before, tmp_path)
 
 
-# -- faults that only the machine would stop here: run where the sandbox bounds them ---------------
-def _address_space_unbounded() -> str | None:
-    limit = sandbox_limits().get("Max address space")
-    available = _meminfo("MemAvailable")
-    if limit is None or limit > available // 2:
-        return (f"the sandbox's address-space limit on a CPU ({limit} bytes) is not below half the memory available "
-                f"({available}): a candidate allocating until it fails would exhaust this machine")
-    return None
-
-
-def _processes_unbounded() -> str | None:
-    limit = sandbox_limits().get("Max processes")
-    if os.geteuid() == 0 or limit is None or limit > 4096:
-        return (f"no process limit binds the sandbox here (RLIMIT_NPROC {limit}, euid {os.geteuid()}; root is not "
-                "bound by it): a fork bomb would exhaust this machine's process table")
-    return None
-
-
+# -- faults that setrlimit cannot bound for a tree: the watchdog stops them ----------------------------
 @pytest.mark.slow
 @needs_bwrap
-@pytest.mark.parametrize("fault,unbounded,status,phrase,timeout", [
-    # the limit, not the deadline, must stop it: filling 48 GiB takes tens of seconds
-    ("host_memory", _address_space_unbounded, Status.runtime_error, "[memory]", 300),
-    ("fork_bomb", _processes_unbounded, Status.timeout, f"ran past its {TIMEOUT} s limit", TIMEOUT),
+@pytest.mark.parametrize("fault,phrases", [
+    # on a CPU the address-space limit (48 GiB) may refuse first on a host with more than 96 GiB
+    ("host_memory", ("[memory]", "MemoryError")),
+    ("fork_bomb", ("[processes]",)),
 ])
-def test_faults_bounded_only_by_the_sandbox_s_limits(tmp_path, fault, unbounded, status, phrase, timeout):
-    """Host memory fills until the address-space limit refuses an allocation (runtime_error); a fork
-    bomb forks until the process limit refuses, spinning until the gate's deadline (timeout)."""
-    why = unbounded()
-    if why is not None:
-        pytest.skip(why)
+def test_a_tree_that_takes_the_host_s_memory_or_processes_is_killed(tmp_path, fault, phrases):
+    """Host memory filled, or processes forked without end: the watchdog kills the child's tree
+    at its limit (runtime_error, with why), and the next candidate is judged as before."""
     before = Machine.now(tmp_path)
-    proc, ran = run_batch(tmp_path, [fault], "--device", "cpu", "--sandbox", "bwrap", "--timeout", str(timeout))
+    # the deadline is not what must stop them: filling half a large host takes a while
+    proc, ran = run_batch(tmp_path, [fault], "--device", "cpu", "--sandbox", "bwrap", "--timeout", "120")
     assert proc.returncode == 0, proc.stderr[-3000:]
     _check_in_order_by_one_worker(ran)
     alone, faulty, after = (r.verdict for r in ran)
-    assert faulty is not None and faulty.status is status and phrase in faulty.messages[0], faulty
+    assert faulty is not None and faulty.status is Status.runtime_error, faulty
+    assert any(phrase in faulty.messages[0] for phrase in phrases), faulty.messages
     assert alone is not None and after is not None and after.status is alone.status is Status.correct
     assert _settled_leftovers(tmp_path) == []
     Machine.now(tmp_path).assert_recovered(before, tmp_path)

@@ -43,6 +43,9 @@ SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/o
                 "/usr/local/nvidia", "/run/nvidia-persistenced")
 
 
+MAX_PROCESSES = 1024  # a child's tree at once: a build's compilers fit many times over, a fork bomb does not
+
+
 @dataclass
 class Limits:
     """Per-child resource limits (setrlimit), applied whether or not bwrap is used."""
@@ -51,6 +54,10 @@ class Limits:
     file_bytes: int = 4 << 30  # largest file it may write (logs, objects)
     open_files: int = 4096
     address_space_bytes: int | None = None  # CPU runs only: CUDA reserves huge virtual ranges
+    # the whole process tree, watched from outside (integrity/watchdog.py): resident host memory and
+    # processes at once
+    memory_bytes: int | None = None
+    processes: int | None = None
 
     def apply(self) -> None:
         die_with_parent()
@@ -126,7 +133,10 @@ def plan(kind: SandboxKind | str, *, scratch: Path, writable: list[Path], readab
     child_env = scrubbed_env(dict(os.environ), {
         **extra_env, "HOME": str(home), "PYTHONNOUSERSITE": "1", "ROOFTOP_SANDBOX": kind.value,
         "TMPDIR": "/tmp" if kind is SandboxKind.bwrap else str(scratch)})
-    limits = Limits(address_space_bytes=(48 << 30) if device == "cpu" else None)
+    from rooftop.integrity.watchdog import default_memory_limit
+
+    limits = Limits(address_space_bytes=(48 << 30) if device == "cpu" else None, memory_bytes=default_memory_limit(),
+                    processes=MAX_PROCESSES)
     if binary is None:
         warning = "no sandbox: bubblewrap is not installed, so the candidate ran with this user's file " \
             "and network access" if asked is SandboxKind.auto else None

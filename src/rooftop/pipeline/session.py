@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import ValidationError
 
 from rooftop.integrity.sandbox import SandboxPlan
+from rooftop.integrity.watchdog import TreeWatchdog
 from rooftop.pipeline.channel import ChannelReader
 from rooftop.verdict import GateFailed, Status
 
@@ -50,6 +51,7 @@ class ChildSession:
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 pass_fds=(request_read, reply_write, theirs.fileno()), env=sandbox.env, cwd=scratch,
                 start_new_session=True, preexec_fn=sandbox.limits.apply)
+        self.watchdog = TreeWatchdog(self.proc.pid, sandbox.limits.memory_bytes, sandbox.limits.processes).start()
         os.close(request_read)
         os.close(reply_write)
         theirs.close()
@@ -112,7 +114,10 @@ class ChildSession:
         return message
 
     def _death(self) -> tuple[str, str]:
-        return self.exit_description(), self.log_tail()
+        how = self.exit_description()
+        if self.watchdog.breach:  # it did not die: it was killed for what it took
+            return self.watchdog.breach, self.log_tail()
+        return how, self.log_tail()
 
     def exit_description(self) -> str:
         """How the child ended, once its channel closed: a signal or an exit status."""
@@ -156,6 +161,7 @@ class ChildSession:
         self._stop()
 
     def _stop(self) -> None:
+        self.watchdog.stop()
         # a child has nothing to save once its last reply is read: it gets a moment to leave on its
         # own, then is killed (a CUDA process's orderly exit takes half a second of the verdict)
         if self.proc.poll() is None:

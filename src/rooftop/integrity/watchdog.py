@@ -1,0 +1,127 @@
+"""A watchdog over a child's process tree: host memory and process count, which no setrlimit
+bounds for a whole tree (RLIMIT_AS is per process and breaks CUDA's address-space reservations;
+RLIMIT_NPROC does not bind root). A candidate that takes the host's memory or forks without end
+is killed, with why, before the machine and the verdicts of other workers suffer.
+
+The tree is read from /proc (each task's `children`), a few small reads per process every tenth
+of a second; the thread sleeps between looks, so it takes nothing from a timing worth measuring.
+What it cannot stop is an exponential fork bomb on a machine with few cores: thousands of
+spinning processes starve the watching thread of the CPU before its next look. A pids cgroup (or
+RLIMIT_NPROC for a user other than root) is what bounds that.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+EVERY = 0.1  # seconds between looks
+
+
+def host_memory_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def available_memory_bytes() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            return next(int(line.split()[1]) << 10 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        return host_memory_bytes()
+
+
+def default_memory_limit() -> int:
+    """Half the host's memory and three quarters of what is available when the child starts, at
+    most 64 GiB: room for the trusted side, the other workers and the system, on a laptop as on a
+    GPU server, before the kernel's own OOM killer picks a victim."""
+    return min(host_memory_bytes() // 2, available_memory_bytes() * 3 // 4, 64 << 30)
+
+
+class TreeWatchdog:
+    def __init__(self, root: int, memory_bytes: int | None, processes: int | None) -> None:
+        self.root, self.memory_bytes, self.processes = root, memory_bytes, processes
+        self.breach: str | None = None  # why the tree was killed
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name=f"rooftop-watchdog-{root}", daemon=True)
+
+    def start(self) -> TreeWatchdog:
+        if self.memory_bytes or self.processes:
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(EVERY):
+            pids = tree(self.root)
+            if not pids:
+                return
+            if self.processes and len(pids) > self.processes:
+                self._kill(pids, f"[processes] the candidate ran more than {self.processes} processes at once: "
+                                 "killed")
+                return
+            # resident pages, summed, count a forked page once per process: an upper bound, read
+            # cheaply; only past the limit is the proportional share (PSS) read, which is exact
+            if self.memory_bytes and sum(resident_bytes(p) for p in pids) > self.memory_bytes:
+                used = sum(proportional_bytes(p) for p in pids)
+                if used > self.memory_bytes:
+                    self._kill(pids, f"[memory] the candidate's processes held {used / 2**30:.1f} GiB of host "
+                                     f"memory, over the limit of {self.memory_bytes / 2**30:.1f} GiB: killed")
+                    return
+
+    def _kill(self, pids: list[int], why: str) -> None:
+        self.breach = why
+        for _ in range(20):  # a tree that forks while it is killed: kill what appeared since
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            pids = tree(self.root) if _alive(self.root) else []
+            if not pids:
+                return
+
+
+def tree(root: int) -> list[int]:
+    """`root` and its descendants (empty when `root` is gone)."""
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tasks = Path(f"/proc/{pid}/task")
+        try:
+            names = os.listdir(tasks)
+        except OSError:
+            continue
+        found.append(pid)
+        for tid in names:
+            try:
+                todo += [int(c) for c in (tasks / tid / "children").read_text().split()]
+            except (OSError, ValueError):
+                pass
+    return found
+
+
+def resident_bytes(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def proportional_bytes(pid: int) -> int:
+    """The process's proportional set size: each page divided among the processes sharing it."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) << 10
+    except (OSError, IndexError, ValueError):
+        pass
+    return resident_bytes(pid)
+
+
+def _alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists()
