@@ -176,17 +176,19 @@ def test_sessions_and_evaluations_survive_a_restart_and_idle_ones_are_reaped(dec
         session = first.post("/v1/sessions", json={"task": "fixtures/scale", "max_turns": 3}).json()["id"]
         first.post(f"/v1/sessions/{session}/calls", json={"tool": "run_kernel", "code": GOOD})
         evaluation = first.post("/v1/evaluations", json={"problem": "fixtures/scale", "code": GOOD}).json()["id"]
-    with TestClient(create_app(_config(db, idle_seconds=1.0)), headers=AUTH) as second:
+    with TestClient(create_app(_config(db)), headers=AUTH) as second:
         assert second.get(f"/v1/sessions/{session}").json()["turns"] == 1
         assert _wait(second, evaluation)["view"]["status"] == "correct"
         step = second.post(f"/v1/sessions/{session}/calls", json={"tool": "finish"}).json()
-        assert step["terminated"] and step["info"]["final"]["status"] == "correct"
-        idle = second.post("/v1/sessions", json={"task": "fixtures/scale"}).json()["id"]
+        assert step["terminated"] and step["info"]["final"]["status"] == "correct", step
+    with TestClient(create_app(_config(db, idle_seconds=1.0)), headers=AUTH) as third:
+        idle = third.post("/v1/sessions", json={"task": "fixtures/scale"}).json()["id"]
         deadline = time.monotonic() + 10
-        while second.get(f"/v1/sessions/{idle}").json()["state"] != "expired":
+        while third.get(f"/v1/sessions/{idle}").json()["state"] != "expired":
             assert time.monotonic() < deadline, "an idle session was not reaped"
             time.sleep(0.2)
-        assert second.post(f"/v1/sessions/{idle}/calls", json={"tool": "finish"}).status_code == 409
+        assert third.post(f"/v1/sessions/{idle}/calls", json={"tool": "finish"}).status_code == 409
+        assert third.get(f"/v1/sessions/{session}").json()["state"] == "done"  # a finished one stays as it was
 
 
 def _wait(api: TestClient, ident: str) -> dict:
