@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from rooftop.problem.spec import Problem, Shape
+from rooftop.problem.spec import Problem
 
 TOOLS = """\
 ## Tools
@@ -32,16 +32,11 @@ class TaskCard(BaseModel):
     shapes: list[dict[str, object]]
 
 
-def agent_shapes(problem: Problem, group: str) -> list[Shape]:
-    """The shapes an episode runs the agent's kernels on: visible ones, or smoke ones on a CPU."""
-    return problem.spec.select(group)
-
-
 def task_card(problem: Problem, group: str = "visible") -> TaskCard:
     spec = problem.spec
     return TaskCard(name=problem.name, title=spec.title, description=spec.description,
                     dtype=spec.dtype, shapes=[{"name": s.name, "params": dict(s.params), "note": s.note}
-                                              for s in agent_shapes(problem, group)])
+                                              for s in problem.spec.select(group)])
 
 
 def task_prompt(problem: Problem, group: str = "visible", max_turns: int | None = None) -> str:
@@ -55,7 +50,7 @@ def task_prompt(problem: Problem, group: str = "visible", max_turns: int | None 
 
 def _made_prompt(problem: Problem, group: str) -> str:
     spec = problem.spec
-    shapes = agent_shapes(problem, group)
+    shapes = problem.spec.select(group)
     names = sorted({k for s in shapes for k in s.params})
     rows = ["| name | " + " | ".join(names) + " |", "| --- |" + " --- |" * len(names)]
     rows += [f"| {s.name} | " + " | ".join(str(s.params.get(k, "")) for k in names) + " |" for s in shapes]

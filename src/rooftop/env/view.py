@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from rooftop.score.aggregate import geomean
 from rooftop.verdict import ShapeResult, Status, Verdict
 
 MAX_MESSAGE = 4000  # characters of one message an agent is shown
@@ -81,12 +82,9 @@ def _us(seconds: float | None) -> float | None:
 
 
 def _geomean(values: list[float | None]) -> float | None:
-    import math
-
-    present = [v for v in values if v is not None and v > 0]
-    if not present or len(present) != len(values):
-        return None
-    return math.exp(sum(math.log(v) for v in present) / len(present))
+    """Over a split only when every shape of it has a speedup: a mean of the ones that ran would
+    flatter a kernel that failed the rest."""
+    return geomean(values) if all(v is not None for v in values) else None
 
 
 def render(view: AgentView) -> str:

@@ -22,7 +22,7 @@ EVERY = 0.1  # seconds between looks
 
 
 def host_memory_bytes() -> int:
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return PAGE * os.sysconf("SC_PHYS_PAGES")
 
 
 def available_memory_bytes() -> int:

@@ -21,7 +21,7 @@ from rooftop.errors import UserError
 from rooftop.pipeline.job import DeviceType, Settings
 from rooftop.problem.spec import Problem
 from rooftop.service.batch import orchestrator_for
-from rooftop.service.jobs import FINAL, Job, JobState, SourceSnapshot
+from rooftop.service.jobs import FINAL, Job, SourceSnapshot
 from rooftop.service.orchestrator import Tally
 from rooftop.service.queue import JobQueue
 from rooftop.store.db import Store
@@ -129,7 +129,3 @@ class Evaluator:
                 raise TimeoutError(f"job {ident} not finished after {timeout} s")
             await asyncio.sleep(POLL)
         return result
-
-    def state(self, ident: str) -> JobState | None:
-        job = self.queue.get(ident)
-        return job.state if job else None

@@ -331,11 +331,11 @@ class Store:
         row = self._db.execute("SELECT state, episode_json FROM sessions WHERE id = ?", (ident,)).fetchone()
         return (row[0], row[1]) if row else None
 
-    def expire_sessions(self, idle_since: float, states: tuple[str, ...] = ("open",), to: str = "expired") -> int:
-        """Move sessions untouched since `idle_since` (epoch seconds) to `to`; how many."""
+    def expire_sessions(self, idle_since: float) -> int:
+        """Open sessions untouched since `idle_since` (epoch seconds) become expired; how many."""
         with self._db:
-            cur = self._db.execute(f"UPDATE sessions SET state = ? WHERE updated_at < ? AND state IN "
-                                   f"({','.join('?' * len(states))})", (to, idle_since, *states))
+            cur = self._db.execute("UPDATE sessions SET state = 'expired' WHERE state = 'open' AND updated_at < ?",
+                                   (idle_since,))
         return cur.rowcount
 
     def count(self, table: str = "evaluations") -> int:
