@@ -13,7 +13,7 @@ SRC = Path(__file__).parents[1] / "src" / "rooftop"
 LAYERS = [
     ["__main__"],  # `python -m rooftop`: the command
     ["cli"],
-    ["server"],
+    ["server", "agents"],
     ["env"],
     ["batch"],
     ["service"],

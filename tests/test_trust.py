@@ -11,7 +11,7 @@ from rooftop.check.landing import Landed, Landing, LandingTarget
 from rooftop.check.probe import Probe, check_probes, probe_output, same_inputs
 from rooftop.integrity.audit import TamperGuard
 from rooftop.integrity.kernels import kernel_share, solution_kernel_names
-from rooftop.integrity.sandbox import _python_paths
+from rooftop.integrity.sandbox import python_paths
 from rooftop.pipeline.evaluate import make_job, select_shapes
 from rooftop.pipeline.job import Settings
 from rooftop.pipeline.protocol import Kernel
@@ -150,4 +150,4 @@ def test_the_child_is_told_no_held_out_shape_it_does_not_run():
 
 
 def test_the_sandbox_does_not_mount_the_working_folder():
-    assert Path.cwd() not in _python_paths()
+    assert Path.cwd() not in python_paths()

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from rooftop.cli.agents import register as register_agent_commands
 from rooftop.cli.batch import register as register_batch_commands
 from rooftop.cli.common import (
     DbOpt,
@@ -29,6 +30,7 @@ from rooftop.cli.common import (
 from rooftop.cli.kernelbench import register as register_kernelbench_commands
 from rooftop.cli.measure import register as register_measure_commands
 from rooftop.cli.results import register as register_results_commands
+from rooftop.cli.search import register as register_search_commands
 from rooftop.cli.serve import register as register_serve_commands
 from rooftop.errors import UserError
 
@@ -267,6 +269,8 @@ register_results_commands(app)
 register_kernelbench_commands(app)
 register_batch_commands(app)
 register_serve_commands(app)
+register_agent_commands(app)
+register_search_commands(app)
 
 
 def main() -> None:

@@ -40,12 +40,17 @@ def task_card(problem: Problem, group: str = "visible") -> TaskCard:
 
 
 def task_prompt(problem: Problem, group: str = "visible", max_turns: int | None = None) -> str:
-    if problem.prompt is not None and group == "visible":
-        body = problem.prompt.read_text().rstrip() + "\n"
-    else:
-        body = _made_prompt(problem, group)
+    body = task_body(problem, group)
     budget = f"\nYou have {max_turns} tool calls.\n" if max_turns else ""
     return f"{body}\n{TOOLS}{budget}"
+
+
+def task_body(problem: Problem, group: str = "visible") -> str:
+    """The task itself, tools aside: the problem's PROMPT.md for its visible shapes, else one made
+    from its spec, reference and the group's shapes."""
+    if problem.prompt is not None and group == "visible":
+        return problem.prompt.read_text().rstrip() + "\n"
+    return _made_prompt(problem, group)
 
 
 def _made_prompt(problem: Problem, group: str) -> str:

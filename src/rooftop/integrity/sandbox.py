@@ -158,7 +158,7 @@ def _bwrap_args(binary: str, scratch: Path, writable: list[Path], readable: list
 
     for system in SYSTEM_PATHS:
         bind("--ro-bind", Path(system))
-    for entry in _python_paths():
+    for entry in python_paths():
         bind("--ro-bind", entry)
     for path in readable:
         bind("--ro-bind", path)
@@ -172,7 +172,7 @@ def _bwrap_args(binary: str, scratch: Path, writable: list[Path], readable: list
     return args
 
 
-def _python_paths() -> list[Path]:
+def python_paths() -> list[Path]:
     """The interpreter and its package folders (a venv, the system prefix, folders named on
     PYTHONPATH). Not every `sys.path` entry: the current folder or a test runner's folders may be
     a checkout holding results and problems the child must not see."""

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 # 2: baselines and hardware_profiles; 3: jobs and sources; 4: sessions (each added by CREATE IF NOT EXISTS,
 # no migration)
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -136,6 +136,20 @@ CREATE TABLE IF NOT EXISTS sessions (
     state TEXT NOT NULL,
     episode_json TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS agent_runs (
+    id TEXT PRIMARY KEY,
+    sweep TEXT,
+    agent TEXT NOT NULL,
+    model TEXT,
+    problem TEXT NOT NULL,
+    repeat INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    visible_job TEXT,
+    graded_job TEXT,
+    record_json TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS agent_runs_by_sweep ON agent_runs(sweep, state);
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, queued_at);
 CREATE INDEX IF NOT EXISTS baselines_by_key ON baselines(problem, problem_version, device_name, torch);
 CREATE INDEX IF NOT EXISTS evaluations_by_problem ON evaluations(problem, problem_version, status);
@@ -338,9 +352,31 @@ class Store:
                                    (idle_since,))
         return cur.rowcount
 
+    # -- agent runs: one document per run (agents/record.py), keyed for sweeps' resume ---------
+    def save_agent_run(self, ident: str, *, sweep: str | None, agent: str, model: str | None, problem: str,
+                       repeat: int, state: str, visible_job: str | None, graded_job: str | None,
+                       record_json: str) -> None:
+        import time
+
+        with self._db:
+            self._db.execute("INSERT INTO agent_runs (id, sweep, agent, model, problem, repeat, state, updated_at, "
+                             "visible_job, graded_job, record_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                             "ON CONFLICT(id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at, "
+                             "visible_job = excluded.visible_job, graded_job = excluded.graded_job, "
+                             "record_json = excluded.record_json",
+                             (ident, sweep, agent, model, problem, repeat, state, time.time(), visible_job,
+                              graded_job, record_json))
+
+    def agent_runs(self, sweep: str | None = None) -> list[tuple[str, str, str]]:
+        """(id, state, record document) of every agent run, or of one sweep's, oldest first."""
+        query = "SELECT id, state, record_json FROM agent_runs"
+        rows = (self._db.execute(query + " WHERE sweep = ? ORDER BY rowid", (sweep,)) if sweep is not None
+                else self._db.execute(query + " ORDER BY rowid"))
+        return [(r[0], r[1], r[2]) for r in rows]
+
     def count(self, table: str = "evaluations") -> int:
         if table not in {"runs", "evaluations", "shape_results", "baselines", "hardware_profiles", "jobs", "sources",
-                         "sessions"}:
+                         "sessions", "agent_runs"}:
             raise ValueError(table)
         return int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 

@@ -1,0 +1,305 @@
+"""One agent run: a fresh workspace, the agent under its budget in its sandbox, then grading.
+
+    plan = RunPlan(agent=AgentConfig(adapter="claude", env=["ANTHROPIC_API_KEY"]), model="...",
+                   problem="hard/topk", repeat=0)
+    record = run_agent(plan, evaluator=evaluator, settings=settings, runs_dir=Path("runs"), db=db)
+
+The agent's process group is killed at the budget (TERM, then KILL after a grace period), and
+whatever it left running is killed when it exits: every process of the run carries a marker in
+its environment, and under bwrap the run's PID namespace dies with it too. Its solution is then
+read from outside the sandbox and graded twice through the service: on the shapes it was shown
+(the visible verdict) and on every shape, held-out ones included (the graded verdict).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rooftop.agents.adapters import adapter as find_adapter
+from rooftop.agents.gateway import Gateway
+from rooftop.agents.record import AgentRun, Grade
+from rooftop.agents.sandbox import agent_env, agent_sandbox
+from rooftop.agents.workspace import build_workspace, snapshot, solution_files
+from rooftop.env.core import shape_groups
+from rooftop.errors import UserError
+from rooftop.pipeline.job import Settings
+from rooftop.problem.registry import resolve
+from rooftop.problem.spec import Problem
+from rooftop.service.evaluator import Evaluator
+from rooftop.store.db import Store
+
+GRACE_S = 5.0  # between TERM and KILL
+MARKER = "ROOFTOP_AGENT_RUN"
+
+
+class AgentConfig(BaseModel):
+    """An agent as a sweep's config names it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    adapter: str
+    name: str | None = Field(default=None, description="label in run names and reports (default: the adapter)")
+    models: list[str] = Field(default=[], description="models to run it with (none: the CLI's default)")
+    executable: str | None = Field(default=None, description="the CLI to start (default: the adapter's, on PATH)")
+    args: list[str] = Field(default=[], description="extra arguments (the `command` adapter: the whole command)")
+    env: list[str] = Field(default=[], description="environment variables passed to the agent (its API key)")
+    home_files: list[Path] = Field(default=[], description="files copied into the agent's private home")
+    mounts: list[Path] = Field(default=[], description="more folders the agent may read")
+    max_turns: int | None = Field(default=None, ge=1)
+    timeout: float = Field(default=2700.0, gt=0, description="wall-clock budget per run, seconds")
+
+    @property
+    def label(self) -> str:
+        return self.name or self.adapter
+
+
+class RunPlan(BaseModel):
+    agent: AgentConfig
+    model: str | None = None
+    problem: str
+    repeat: int = 0
+    sweep: str | None = None
+
+    def cell(self) -> tuple[str, str | None, str, int]:
+        return self.agent.label, self.model, self.problem, self.repeat
+
+
+def slug(text: str | None) -> str:
+    return re.sub(r"[^A-Za-z0-9.+-]+", "-", text or "default").strip("-")[:60] or "x"
+
+
+def run_agent(plan: RunPlan, *, evaluator: Evaluator, settings: Settings, runs_dir: Path, db: Path,
+              agent_sandbox_kind: str = "auto", grace_s: float = GRACE_S, problem: Problem | None = None) -> AgentRun:
+    problem = problem or resolve(plan.problem)
+    adapter = find_adapter(plan.agent.adapter)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    ident = f"{stamp}_{slug(plan.agent.label)}_{slug(plan.model)}_{slug(Path(problem.name).name)}_{plan.repeat}"
+    folder = runs_dir.resolve() / ident
+    workspace, home = folder / "workspace", folder / "home"
+    run_shapes, graded_shapes = shape_groups(problem, evaluator.device)
+    record = AgentRun(id=ident, sweep=plan.sweep, agent=plan.agent.label, adapter=adapter.name, model=plan.model,
+                      problem=problem.name, repeat=plan.repeat, started_at=_now(), budget_s=plan.agent.timeout,
+                      max_turns=plan.agent.max_turns, run_shapes=run_shapes, graded_shapes=graded_shapes,
+                      folder=str(folder))
+    folder.mkdir(parents=True)
+    _save(db, record)
+    try:
+        with Gateway(evaluator, problem, settings, run_shapes=run_shapes, label=f"agent:{ident}",
+                     log=folder / "calls.jsonl") as gateway:
+            build_workspace(problem, workspace, socket_path=gateway.socket, run_shapes=run_shapes,
+                            budget_s=plan.agent.timeout, max_turns=plan.agent.max_turns)
+            home.mkdir()
+            for source in plan.agent.home_files:
+                _copy_home_file(Path(source).expanduser(), home)
+            _run_session(plan, adapter, record, folder, workspace, home, gateway.folder, agent_sandbox_kind, grace_s)
+            record.checks = sum(c.tool == "check" for c in gateway.calls)
+            record.benches = sum(c.tool == "bench" for c in gateway.calls)
+        record.visible, record.graded = _grade(evaluator, problem, settings, workspace, run_shapes, graded_shapes,
+                                               ident)
+        record.state = "done"
+    except UserError as exc:
+        record.state, record.error = "failed", str(exc)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)  # it may hold credentials copied for the CLI
+        record.finished_at = _now()
+        (folder / "run.json").write_text(record.model_dump_json(indent=2))
+        _save(db, record)
+    return record
+
+
+def _run_session(plan: RunPlan, adapter, record: AgentRun, folder: Path, workspace: Path, home: Path,  # noqa: ANN001
+                 gateway: Path, sandbox_kind: str, grace_s: float) -> None:
+    program = executable(plan.agent.executable or adapter.executable, plan.agent.adapter)
+    prompt = (workspace / "PROMPT.md").read_text()
+    launch = adapter.launch(executable=program, prompt=prompt, workspace=workspace, home=home, model=plan.model,
+                            max_turns=plan.agent.max_turns, args=list(plan.agent.args))
+    readable = [Path(program).parent, Path(os.path.realpath(program)).parent,
+                *(Path(m).expanduser().resolve() for m in plan.agent.mounts)]
+    sandbox = agent_sandbox(sandbox_kind, workspace=workspace, home=home, gateway=gateway, readable=readable)
+    tmp = Path("/tmp") if sandbox.prefix else home / "tmp"
+    tmp.mkdir(exist_ok=True)
+    env, missing = agent_env(plan.agent.env, home=home, tmp=tmp, extra={**launch.env, MARKER: record.id})
+    record.sandbox, record.sandbox_warning = sandbox.kind.value, sandbox.warning
+    record.env_passed, record.env_missing = [n for n in plan.agent.env if n not in missing], missing
+    record.command = _redacted(launch.argv, prompt, [os.environ[n] for n in record.env_passed])
+    record.cli_version = _version([*sandbox.prefix, *adapter.version_argv(program)], env, home)
+    transcript, stderr = folder / "transcript.jsonl", folder / "stderr.log"
+    record.transcript = transcript.name
+    started = time.monotonic()
+    with transcript.open("wb") as out, stderr.open("wb") as err:
+        try:
+            proc = subprocess.Popen([*sandbox.prefix, *launch.argv], cwd=workspace, env=env, stdout=out, stderr=err,
+                                    stdin=subprocess.PIPE if launch.stdin is not None else subprocess.DEVNULL,
+                                    start_new_session=True)
+        except OSError as exc:
+            raise UserError(f"agent {plan.agent.label}: could not start {launch.argv[0]} ({exc.strerror})") from None
+        if launch.stdin is not None:
+            threading.Thread(target=_feed, args=(proc, launch.stdin), daemon=True).start()
+        try:
+            proc.wait(timeout=plan.agent.timeout)
+        except subprocess.TimeoutExpired:
+            record.timed_out = True
+            _stop_group(proc, grace_s)
+        finally:
+            _kill_group(proc.pid)
+            _kill_marked(record.id)
+    record.wall_s = round(time.monotonic() - started, 3)
+    record.exit_code = proc.returncode
+    extra = []
+    for path in adapter.extra_transcripts(home):
+        target = folder / path.name
+        shutil.copyfile(path, target)
+        extra.append(target)
+    exit_code = None if record.timed_out else proc.returncode
+    record.usage = adapter.usage(transcript, extra)
+    record.completed = adapter.completed(transcript, exit_code)
+
+
+def _grade(evaluator: Evaluator, problem: Problem, settings: Settings, workspace: Path, run_shapes: str,
+           graded_shapes: str, ident: str) -> tuple[Grade, Grade]:
+    try:
+        files = solution_files(workspace)
+    except UserError as exc:
+        return (Grade(shapes=run_shapes, status="rejected", message=str(exc)),
+                Grade(shapes=graded_shapes, status="rejected", message=str(exc)))
+    if not files:
+        why = "no solution.py (a regular file) in the workspace"
+        return (Grade(shapes=run_shapes, status="no_solution", message=why),
+                Grade(shapes=graded_shapes, status="no_solution", message=why))
+    source = snapshot(files)
+    jobs = {group: evaluator.submit(problem, source, settings.model_copy(update={"shapes": group, "timing": True}),
+                                    label=f"agent:{ident}:{name}")
+            for name, group in (("visible", run_shapes), ("graded", graded_shapes))}
+    grades = []
+    for group, job in jobs.items():
+        result = evaluator.wait(job)
+        if result.verdict is None:
+            grades.append(Grade(shapes=group, job=job, status="internal_error", message=result.error))
+        else:
+            grades.append(Grade.of(group, job, result.verdict))
+    return grades[0], grades[-1]
+
+
+def _stop_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
+    """TERM to the agent's process group, then KILL once the grace period is over."""
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 30.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill_marked(ident: str) -> int:
+    """Kill every process of this user whose environment carries the run's marker: what the
+    agent left behind in a session of its own (no process group reaches it)."""
+    needle = f"{MARKER}={ident}".encode()
+    killed = 0
+    for _ in range(3):  # a dying parent may still fork once
+        found = 0
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/environ", "rb") as f:
+                    if needle not in f.read().split(b"\0"):
+                        continue
+                os.kill(int(entry.name), signal.SIGKILL)
+                found += 1
+            except (OSError, ValueError):
+                continue
+        killed += found
+        if not found:
+            break
+        time.sleep(0.05)
+    return killed
+
+
+def _feed(proc: subprocess.Popen[bytes], text: str) -> None:
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(text.encode())
+        proc.stdin.close()
+    except OSError:
+        pass
+
+
+def _version(argv: list[str], env: dict[str, str], cwd: Path) -> str | None:
+    try:
+        done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = (done.stdout or done.stderr).decode(errors="replace").strip().splitlines()
+    return lines[0][:200] if lines else None
+
+
+def _redacted(argv: list[str], prompt: str, secrets: list[str]) -> list[str]:
+    out = []
+    for arg in argv:
+        if arg == prompt:
+            out.append("{prompt}")
+            continue
+        for secret in secrets:
+            if len(secret) >= 4:
+                arg = arg.replace(secret, "***")
+        out.append(arg)
+    return out
+
+
+def executable(name: str, adapter: str) -> str:
+    if os.sep in name:
+        path = Path(name).expanduser().resolve()
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise UserError(f"executable: {name} (agent {adapter}) is not an executable file")
+        return str(path)
+    found = shutil.which(name)
+    if found is None:
+        raise UserError(f"executable: '{name}' (agent {adapter}) is not on PATH; install it or set `executable`")
+    return found
+
+
+def _copy_home_file(source: Path, home: Path) -> None:
+    if not source.is_file():
+        raise UserError(f"home_files: {source} is not a file")
+    user_home = Path.home()
+    relative = source.relative_to(user_home) if source.is_relative_to(user_home) else Path(source.name)
+    target = home / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+
+
+def _save(db: Path, record: AgentRun) -> None:
+    store = Store(db)
+    try:
+        store.save_agent_run(record.id, sweep=record.sweep, agent=record.agent, model=record.model,
+                             problem=record.problem, repeat=record.repeat, state=record.state,
+                             visible_job=record.visible.job if record.visible else None,
+                             graded_job=record.graded.job if record.graded else None,
+                             record_json=record.model_dump_json())
+    finally:
+        store.close()
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
