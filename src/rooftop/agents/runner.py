@@ -269,7 +269,7 @@ def _redacted(argv: list[str], prompt: str, secrets: list[str]) -> list[str]:
 
 def executable(name: str, adapter: str) -> str:
     if os.sep in name:
-        path = Path(name).expanduser().resolve()
+        path = Path(name).expanduser().absolute()  # not resolved: a venv's python is a link to its base
         if not (path.is_file() and os.access(path, os.X_OK)):
             raise UserError(f"executable: {name} (agent {adapter}) is not an executable file")
         return str(path)

@@ -37,7 +37,7 @@ def register(app: typer.Typer) -> None:
 
 def search_command(
     problems: Annotated[list[str], typer.Argument(
-        metavar="PROBLEMS...", help="problem folders, deck problems ('<deck>/<name>') or whole decks")],
+        metavar="PROBLEM", help="problem folders, deck problems ('<deck>/<name>') or whole decks")],
     model: Annotated[str, typer.Option("--model", metavar="NAME", help="the model to ask (required)")],
     base_url: Annotated[str | None, typer.Option("--base-url", metavar="URL",
                                                  help="OpenAI-compatible endpoint (else $OPENAI_BASE_URL)")] = None,
