@@ -105,7 +105,7 @@ def run_agent(plan: RunPlan, *, evaluator: Evaluator, settings: Settings, runs_d
             record.checks = sum(c.tool == "check" for c in gateway.calls)
             record.benches = sum(c.tool == "bench" for c in gateway.calls)
         record.visible, record.graded = _grade(evaluator, problem, settings, workspace, run_shapes, graded_shapes,
-                                               ident)
+                                               ident, folder / "verdicts")
         record.state = "done"
     except UserError as exc:
         record.state, record.error = "failed", str(exc)
@@ -119,7 +119,7 @@ def run_agent(plan: RunPlan, *, evaluator: Evaluator, settings: Settings, runs_d
 
 def _run_session(plan: RunPlan, adapter, record: AgentRun, folder: Path, workspace: Path, home: Path,  # noqa: ANN001
                  gateway: Path, sandbox_kind: str, grace_s: float) -> None:
-    program = executable(plan.agent.executable or adapter.executable, plan.agent.adapter)
+    program = executable(plan.agent.executable or adapter.program(plan.agent.args), plan.agent.adapter)
     prompt = (workspace / "PROMPT.md").read_text()
     launch = adapter.launch(executable=program, prompt=prompt, workspace=workspace, home=home, model=plan.model,
                             max_turns=plan.agent.max_turns, args=list(plan.agent.args))
@@ -166,7 +166,9 @@ def _run_session(plan: RunPlan, adapter, record: AgentRun, folder: Path, workspa
 
 
 def _grade(evaluator: Evaluator, problem: Problem, settings: Settings, workspace: Path, run_shapes: str,
-           graded_shapes: str, ident: str) -> tuple[Grade, Grade]:
+           graded_shapes: str, ident: str, verdicts: Path) -> tuple[Grade, Grade]:
+    """Both gradings' headline figures; their whole verdicts go to `verdicts/` (visible.json,
+    graded.json) beside the run's other files, outside anything an agent ever sees."""
     try:
         files = solution_files(workspace)
     except UserError as exc:
@@ -177,17 +179,21 @@ def _grade(evaluator: Evaluator, problem: Problem, settings: Settings, workspace
         return (Grade(shapes=run_shapes, status="no_solution", message=why),
                 Grade(shapes=graded_shapes, status="no_solution", message=why))
     source = snapshot(files)
-    jobs = {group: evaluator.submit(problem, source, settings.model_copy(update={"shapes": group, "timing": True}),
-                                    label=f"agent:{ident}:{name}")
-            for name, group in (("visible", run_shapes), ("graded", graded_shapes))}
-    grades = []
-    for group, job in jobs.items():
+    groups = {"visible": run_shapes, "graded": graded_shapes}
+    # one job per group: the same code on the same shapes (smoke ones on a CPU) is one evaluation
+    jobs = {name: evaluator.submit(problem, source, settings.model_copy(update={"shapes": group, "timing": True}),
+                                   label=f"agent:{ident}:{name}")
+            for name, group in groups.items()}
+    grades: dict[str, Grade] = {}
+    verdicts.mkdir(exist_ok=True)
+    for name, job in jobs.items():
         result = evaluator.wait(job)
         if result.verdict is None:
-            grades.append(Grade(shapes=group, job=job, status="internal_error", message=result.error))
-        else:
-            grades.append(Grade.of(group, job, result.verdict))
-    return grades[0], grades[-1]
+            grades[name] = Grade(shapes=groups[name], job=job, status="internal_error", message=result.error)
+            continue
+        grades[name] = Grade.of(groups[name], job, result.verdict)
+        (verdicts / f"{name}.json").write_text(result.verdict.model_dump_json(indent=1))
+    return grades["visible"], grades["graded"]
 
 
 def _stop_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
@@ -257,9 +263,8 @@ def _version(argv: list[str], env: dict[str, str], cwd: Path) -> str | None:
 def _redacted(argv: list[str], prompt: str, secrets: list[str]) -> list[str]:
     out = []
     for arg in argv:
-        if arg == prompt:
-            out.append("{prompt}")
-            continue
+        if prompt and prompt in arg:  # the prompt alone, or in an option (--prompt=...)
+            arg = arg.replace(prompt, "{prompt}")
         for secret in secrets:
             if len(secret) >= 4:
                 arg = arg.replace(secret, "***")

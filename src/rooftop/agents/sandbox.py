@@ -46,7 +46,9 @@ def agent_sandbox(kind: SandboxKind | str, *, workspace: Path, home: Path, gatew
             bound.append(path)
     for path in (workspace, home, gateway):
         args += ["--bind", str(path), str(path)]
-    args += ["--chdir", str(workspace), "--"]
+    # the root bwrap builds is a tmpfs: read-only too, so the only writable places are the three
+    # above and the private /tmp
+    args += ["--remount-ro", "/", "--chdir", str(workspace), "--"]
     return AgentSandbox(SandboxKind.bwrap, args)
 
 

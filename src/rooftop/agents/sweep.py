@@ -76,7 +76,7 @@ def check_agents(agents: list[AgentConfig]) -> None:
     """Every agent's adapter exists and its CLI can be started: before any run, not in each."""
     for agent in agents:
         chosen = adapter(agent.adapter)
-        executable(agent.executable or chosen.executable, agent.adapter)
+        executable(agent.executable or chosen.program(agent.args), agent.adapter)
 
 
 def plans(config: SweepConfig, problems: list[Problem]) -> list[RunPlan]:

@@ -47,6 +47,10 @@ class Adapter:
                max_turns: int | None, args: list[str]) -> Launch:
         raise NotImplementedError
 
+    def program(self, args: list[str]) -> str:
+        """The CLI to start when the config names none."""
+        return self.executable
+
     def version_argv(self, executable: str) -> list[str]:
         return [executable, "--version"]
 

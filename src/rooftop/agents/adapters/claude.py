@@ -1,0 +1,85 @@
+"""Claude Code (`claude`) in print mode with its stream-json output.
+
+The prompt goes last, after `--`, so that extra arguments taking several values (`--add-dir a b`)
+cannot swallow it. Claude Code refuses `--dangerously-skip-permissions` when it runs as root unless
+`IS_SANDBOX=1` says it is inside a sandbox, which the agent's is. `--max-turns` is accepted though
+`--help` does not list it.
+
+The stream repeats an assistant message once per content block, each line with the same
+`message.id` and the same usage, so per-call usage is counted once per id. The final `result`
+line holds the session's totals and cost; a killed session has none, and the per-call sum stands
+in for it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rooftop.agents.adapters.base import Adapter, Launch, Usage
+from rooftop.agents.adapters.jsonl import add, amount, count, mapping, objects, total
+
+SYNTHETIC_MODEL = "<synthetic>"  # messages Claude Code makes up itself (e.g. "Not logged in"): no model call
+
+
+def tokens(usage: dict[str, Any]) -> Usage:
+    """An Anthropic usage object; its `input_tokens` leaves out the cached part, ours includes it."""
+    read, write = count(usage.get("cache_read_input_tokens")), count(usage.get("cache_creation_input_tokens"))
+    return Usage(input_tokens=total(count(usage.get("input_tokens")), read, write),
+                 output_tokens=count(usage.get("output_tokens")), cache_read_tokens=read, cache_write_tokens=write)
+
+
+def _result(transcript: Path) -> tuple[dict[str, Any] | None, dict[str, Usage]]:
+    """The last `result` line, and each model call's usage by message id."""
+    result: dict[str, Any] | None = None
+    calls: dict[str, Usage] = {}
+    for record in objects(transcript):
+        kind = record.get("type")
+        if kind == "result":
+            result = record
+        elif kind == "assistant":
+            message = mapping(record, "message")
+            usage, ident = message.get("usage"), message.get("id")
+            if isinstance(usage, dict) and message.get("model") != SYNTHETIC_MODEL:
+                calls[ident if isinstance(ident, str) else f"line-{len(calls)}"] = tokens(usage)
+    return result, calls
+
+
+class ClaudeAdapter(Adapter):
+    name = "claude"
+    executable = "claude"
+    key_env = ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN")
+    supports_max_turns = True
+
+    def launch(self, *, executable: str, prompt: str, workspace: Path, home: Path, model: str | None,
+               max_turns: int | None, args: list[str]) -> Launch:
+        argv = [executable, "-p", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions"]
+        if model:
+            argv += ["--model", model]
+        if max_turns is not None:
+            argv += ["--max-turns", str(max_turns)]
+        return Launch(argv=[*argv, *args, "--", prompt], env={"IS_SANDBOX": "1"})
+
+    def extra_transcripts(self, home: Path) -> list[Path]:
+        """Claude Code's own session files (the main one, and one per subagent)."""
+        projects = home / ".claude" / "projects"
+        return sorted(p for p in projects.rglob("*.jsonl") if p.is_file()) if projects.is_dir() else []
+
+    def usage(self, transcript: Path, extra: list[Path]) -> Usage:
+        result, calls = _result(transcript)
+        if result is not None and isinstance(result.get("usage"), dict):
+            usage = tokens(result["usage"])
+            usage.cost_usd, usage.turns = amount(result.get("total_cost_usd")), count(result.get("num_turns"))
+            return usage
+        if not calls:
+            return Usage()
+        usage = add(calls.values())
+        usage.turns = len(calls)
+        return usage
+
+    def completed(self, transcript: Path, exit_code: int | None) -> bool:
+        result, _ = _result(transcript)
+        return result is not None and result.get("is_error") is False
+
+
+ADAPTER = ClaudeAdapter()

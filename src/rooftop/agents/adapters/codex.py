@@ -1,0 +1,95 @@
+"""OpenAI Codex CLI (`codex exec`) with its JSON event stream.
+
+`CODEX_HOME` is pointed into the run's private home (Codex refuses to start when it names a folder
+that does not exist, so it is made here). The prompt goes last, after `--`, so that a prompt that
+happens to start with a subcommand's name (`resume`, `review`) is still read as the prompt.
+
+Usage: the stream's `turn.completed` events carry each turn's tokens, summed. The session's
+rollout file under `$CODEX_HOME/sessions/YYYY/MM/DD/` is better where it exists: its `token_count`
+events hold cumulative totals (take the last, never sum), reasoning tokens included, and it is
+written as the session goes, so a killed session still has one. Each change of that total is one
+model call.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rooftop.agents.adapters.base import Adapter, Launch, Usage
+from rooftop.agents.adapters.jsonl import add, count, mapping, objects
+
+ROLLOUT_PREFIX = "rollout-"
+
+
+def codex_home(home: Path) -> Path:
+    return home / ".codex"
+
+
+def tokens(usage: dict[str, Any]) -> Usage:
+    """An OpenAI usage object: `input_tokens` already counts the cached part, as ours does."""
+    return Usage(input_tokens=count(usage.get("input_tokens")), output_tokens=count(usage.get("output_tokens")),
+                 cache_read_tokens=count(usage.get("cached_input_tokens")),
+                 reasoning_tokens=count(usage.get("reasoning_output_tokens")))
+
+
+def rollout_usage(rollout: Path) -> Usage | None:
+    """The last cumulative total of one rollout and the number of model calls it took; None if it has none."""
+    last: dict[str, Any] | None = None
+    calls = 0
+    for record in objects(rollout):
+        payload = mapping(record, "payload")
+        if record.get("type") != "event_msg" or payload.get("type") != "token_count":
+            continue
+        cumulative = mapping(payload, "info").get("total_token_usage")
+        if isinstance(cumulative, dict):
+            calls += cumulative != last
+            last = cumulative
+    if last is None:
+        return None
+    usage = tokens(last)
+    usage.turns = calls
+    return usage
+
+
+class CodexAdapter(Adapter):
+    name = "codex"
+    executable = "codex"
+    key_env = ("OPENAI_API_KEY", "CODEX_API_KEY")
+
+    def launch(self, *, executable: str, prompt: str, workspace: Path, home: Path, model: str | None,
+               max_turns: int | None, args: list[str]) -> Launch:
+        state = codex_home(home)
+        state.mkdir(parents=True, exist_ok=True)
+        argv = [executable, "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+                "-C", str(workspace)]
+        if model:
+            argv += ["-m", model]
+        return Launch(argv=[*argv, *args, "--", prompt], env={"CODEX_HOME": str(state)})
+
+    def extra_transcripts(self, home: Path) -> list[Path]:
+        sessions = codex_home(home) / "sessions"
+        if not sessions.is_dir():
+            return []
+        return sorted(p for p in sessions.rglob(f"{ROLLOUT_PREFIX}*.jsonl") if p.is_file())
+
+    def usage(self, transcript: Path, extra: list[Path]) -> Usage:
+        rollouts = [u for p in extra if p.name.startswith(ROLLOUT_PREFIX) and (u := rollout_usage(p)) is not None]
+        if rollouts:
+            return add(rollouts)
+        return add(tokens(mapping(record, "usage")) for record in objects(transcript)
+                   if record.get("type") == "turn.completed")
+
+    def completed(self, transcript: Path, exit_code: int | None) -> bool:
+        """The last turn completed, and no failure was reported after it."""
+        done = False
+        for record in objects(transcript):
+            kind = record.get("type")
+            if kind == "turn.completed":
+                done = True
+            elif kind in ("turn.started", "turn.failed", "error"):
+                done = False
+        return done
+
+
+ADAPTER = CodexAdapter()

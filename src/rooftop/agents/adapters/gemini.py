@@ -1,0 +1,54 @@
+"""Gemini CLI (`gemini`) in headless mode with its stream-json output.
+
+The prompt is given as `--prompt=<text>`, one argument: Gemini's parser reads a separate value
+that starts with `-` as an option and stops. `--yolo` approves every tool call and `--skip-trust`
+trusts the workspace for the session: in a folder it does not trust, Gemini refuses to run headless
+or turns YOLO mode back off.
+
+The terminal `result` event carries the session's `stats`: `input_tokens` (the whole prompt),
+`cached` (its cached part) and `output_tokens`; `status` is `success` or `error`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rooftop.agents.adapters.base import Adapter, Launch, Usage
+from rooftop.agents.adapters.jsonl import count, mapping, objects
+
+
+def _result(transcript: Path) -> dict[str, Any] | None:
+    result = None
+    for record in objects(transcript):
+        if record.get("type") == "result":
+            result = record
+    return result
+
+
+class GeminiAdapter(Adapter):
+    name = "gemini"
+    executable = "gemini"
+    key_env = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+
+    def launch(self, *, executable: str, prompt: str, workspace: Path, home: Path, model: str | None,
+               max_turns: int | None, args: list[str]) -> Launch:
+        argv = [executable, f"--prompt={prompt}", "--output-format", "stream-json", "--yolo", "--skip-trust"]
+        if model:
+            argv += ["-m", model]
+        return Launch(argv=[*argv, *args])
+
+    def usage(self, transcript: Path, extra: list[Path]) -> Usage:
+        result = _result(transcript)
+        stats = mapping(result, "stats") if result is not None else {}
+        if not stats:
+            return Usage()
+        return Usage(input_tokens=count(stats.get("input_tokens")), output_tokens=count(stats.get("output_tokens")),
+                     cache_read_tokens=count(stats.get("cached")))
+
+    def completed(self, transcript: Path, exit_code: int | None) -> bool:
+        result = _result(transcript)
+        return exit_code == 0 and result is not None and result.get("status") == "success"
+
+
+ADAPTER = GeminiAdapter()

@@ -1,0 +1,75 @@
+"""Kimi Code CLI (`kimi`) in print mode with its stream-json output.
+
+Print mode reads the prompt from stdin when none is given on the command line, which keeps it out
+of argv; it approves every tool call by itself. `--max-steps-per-turn` bounds the model calls of
+the one turn a print-mode run has.
+
+The stream is bare chat messages, without usage: each `assistant` line is one step (one model
+call). Kimi's session folder under `~/.kimi/sessions/` holds `wire.jsonl`, whose `StatusUpdate`
+events carry each step's tokens; where it was kept, tokens come from there (once per message id).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rooftop.agents.adapters.base import Adapter, Launch, Usage
+from rooftop.agents.adapters.jsonl import add, count, mapping, objects, total
+
+WIRE = "wire"
+
+
+def wire_usage(wire: Path) -> dict[str, Usage]:
+    """Each step's tokens in one wire log, by message id."""
+    steps: dict[str, Usage] = {}
+    for record in objects(wire):
+        message = mapping(record, "message")
+        if message.get("type") != "StatusUpdate":
+            continue
+        payload = mapping(message, "payload")
+        if not isinstance(payload.get("token_usage"), dict):
+            continue
+        used = payload["token_usage"]
+        read, write = count(used.get("input_cache_read")), count(used.get("input_cache_creation"))
+        ident = payload.get("message_id")
+        steps[ident if isinstance(ident, str) else f"{wire.name}:{len(steps)}"] = Usage(
+            input_tokens=total(count(used.get("input_other")), read, write), output_tokens=count(used.get("output")),
+            cache_read_tokens=read, cache_write_tokens=write)
+    return steps
+
+
+class KimiAdapter(Adapter):
+    name = "kimi"
+    executable = "kimi"
+    key_env = ("KIMI_API_KEY",)
+    supports_max_turns = True
+
+    def launch(self, *, executable: str, prompt: str, workspace: Path, home: Path, model: str | None,
+               max_turns: int | None, args: list[str]) -> Launch:
+        argv = [executable, "--print", "--output-format", "stream-json", "-w", str(workspace)]
+        if model:
+            argv += ["-m", model]
+        if max_turns is not None:
+            argv += ["--max-steps-per-turn", str(max_turns)]
+        return Launch(argv=[*argv, *args], stdin=prompt)
+
+    def extra_transcripts(self, home: Path) -> list[Path]:
+        sessions = home / ".kimi" / "sessions"
+        return sorted(p for p in sessions.rglob("*.jsonl") if p.is_file()) if sessions.is_dir() else []
+
+    def usage(self, transcript: Path, extra: list[Path]) -> Usage:
+        turns = sum(1 for record in objects(transcript) if record.get("role") == "assistant")
+        steps: dict[str, Usage] = {}
+        for path in extra:
+            if path.name.startswith(WIRE) and path.suffix == ".jsonl":
+                steps.update(wire_usage(path))
+        usage = add(steps.values())
+        usage.turns = turns
+        return usage
+
+    def completed(self, transcript: Path, exit_code: int | None) -> bool:
+        """It exited 0 having answered at least once (print mode's exit status says little more)."""
+        return exit_code == 0 and any(record.get("role") == "assistant" for record in objects(transcript))
+
+
+ADAPTER = KimiAdapter()

@@ -1,0 +1,327 @@
+"""Coding agents in sandboxed workspaces: what a workspace holds, what an agent can reach, its
+budget, the grading on shapes it never saw, and sweeps (with fake agent CLIs that behave like
+Claude Code and Codex, and rooftop's own agent against a scripted OpenAI-compatible server)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import FIXTURES, ROOT
+
+from rooftop.agents.gateway import Gateway
+from rooftop.agents.record import AgentRun
+from rooftop.agents.runner import AgentConfig, RunPlan, run_agent
+from rooftop.agents.workspace import build_workspace, solution_files
+from rooftop.integrity.sandbox import bwrap_path
+from rooftop.pipeline.job import DeviceChoice, Settings
+from rooftop.problem.loader import load_problem
+from rooftop.service.evaluator import Evaluator
+from rooftop.service.queue import JobQueue
+from rooftop.store.db import Store
+
+FAKES = Path(__file__).parent / "fakes" / "agents"
+GOOD = (FIXTURES / "solutions/good.py").read_text()
+needs_bwrap = pytest.mark.skipif(bwrap_path() is None, reason="needs bubblewrap (apt-get install bubblewrap)")
+
+# three tiny problems with held-out shapes and no smoke shapes: on a CPU the agent sees the
+# visible shapes and the grading runs the held-out ones too
+HELD_OUT = {"scale": {"name": "odd", "params": {"B": 3, "N": 1001}, "split": "held_out"},
+            "copy": {"name": "odd_length", "params": {"N": 1537}, "split": "held_out"},
+            "linear": {"name": "odd_features", "params": {"B": 3, "IN": 33, "OUT": 17}, "split": "held_out"}}
+
+
+@pytest.fixture(scope="module")
+def deck(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("deck")
+    for name, held in HELD_OUT.items():
+        folder = root / name
+        shutil.copytree(FIXTURES / "problems" / name, folder)
+        spec = yaml.safe_load((folder / "problem.yaml").read_text())
+        spec.pop("smoke", None)
+        spec["shapes"] = [s for s in spec["shapes"] if s.get("split") != "held_out"]
+        spec["shapes"].append({**held, "note": "the secret shape nobody was shown"})
+        (folder / "problem.yaml").write_text(yaml.safe_dump(spec))
+    return root
+
+
+@pytest.fixture(scope="module")
+def evaluator(tmp_path_factory):
+    with Evaluator(tmp_path_factory.mktemp("agents") / "r.db", "cpu") as running:
+        yield running
+
+
+def _plan(model: str, problem: Path, *, adapter: str = "claude", timeout: float = 120, env: list[str] | None = None,
+          args: list[str] | None = None) -> RunPlan:
+    return RunPlan(agent=AgentConfig(adapter=adapter, executable=str(FAKES / adapter), timeout=timeout, env=env or [],
+                                     args=args or []),
+                   model=model, problem=str(problem))
+
+
+def _run(plan: RunPlan, evaluator: Evaluator, tmp_path: Path, **kw) -> AgentRun:
+    return run_agent(plan, evaluator=evaluator, settings=Settings(device=DeviceChoice.cpu), runs_dir=tmp_path / "runs",
+                     db=evaluator.db, **kw)
+
+
+# -- the workspace --------------------------------------------------------------------------
+def test_a_workspace_holds_the_visible_shapes_only(deck, tmp_path):
+    problem = load_problem(deck / "scale")
+    root = build_workspace(problem, tmp_path / "ws", socket_path=tmp_path / "gw.sock", run_shapes="visible",
+                           budget_s=600, max_turns=30)
+    names = sorted(p.name for p in root.iterdir())
+    assert names == ["PROMPT.md", "bench", "check", "reference.py", "shapes.yaml", "solution.py"]
+    assert all(os.access(root / t, os.X_OK) for t in ("check", "bench"))
+    text = "\n".join(p.read_text() for p in root.iterdir())
+    assert "1001" not in text and "odd" not in text and "secret shape" not in text
+    assert "N: 256" in (root / "shapes.yaml").read_text()
+    prompt = (root / "PROMPT.md").read_text()
+    assert "./check" in prompt and "./bench" in prompt and "10 minutes" in prompt and "30 turns" in prompt
+    assert "class ModelNew" in (root / "solution.py").read_text()
+
+
+def test_the_solution_is_read_without_following_links(tmp_path):
+    ws = tmp_path / "ws"
+    (ws / "kernels").mkdir(parents=True)
+    secret = tmp_path / "results.db"
+    secret.write_text("secret")
+    (ws / "solution.py").symlink_to(secret)
+    assert solution_files(ws) == {}
+    (ws / "solution.py").unlink()
+    (ws / "solution.py").write_text(GOOD)
+    (ws / "kernels" / "k.cu").write_text("// kernel")
+    (ws / "kernels" / "leak.cu").symlink_to(secret)
+    (ws / "notes.py").write_text("scratch, not graded")
+    assert solution_files(ws) == {"solution.py": GOOD.encode(), "kernels/k.cu": b"// kernel"}
+
+
+class _NoEvaluator:
+    device = "cpu"
+
+    def submit(self, *args, **kwargs):
+        raise AssertionError("a refused request reached the evaluator")
+
+
+@pytest.mark.parametrize("request_body, why", [
+    ({"tool": "grade", "files": {}}, "tool"),
+    ({"tool": "check", "files": {"solution.py": "eA=="}, "shapes": "all"}, "exactly"),
+    ({"tool": "bench", "files": {"../solution.py": "eA=="}}, "solution.py is missing"),
+    ({"tool": "bench", "files": {"solution.py": "eA==", "/etc/x.py": "eA=="}}, "not solution.py"),
+    ({"tool": "bench", "files": {"solution.py": "not base64!"}}, "base64"),
+    ({"tool": "bench", "files": {"solution.py": base64.b64encode(b"x" * (5 << 20)).decode()}}, "bytes"),
+])
+def test_the_gateway_decides_what_is_evaluated(tmp_path, deck, request_body, why):
+    gateway = Gateway(_NoEvaluator(), load_problem(deck / "scale"), Settings(), run_shapes="visible",  # type: ignore[arg-type]
+                      label="t", log=tmp_path / "calls.jsonl")
+    answer = gateway.answer(json.dumps(request_body).encode())
+    assert answer["exit"] == 2 and why in answer["text"]
+    assert json.loads((tmp_path / "calls.jsonl").read_text())["error"]
+
+
+# -- runs: the sandbox, the budget, what is left behind ---------------------------------------
+@needs_bwrap
+def test_the_agent_sandbox_writes_only_its_workspace_and_home_and_has_no_gpu(tmp_path):
+    from rooftop.agents.sandbox import agent_sandbox
+
+    ws, home, gw = tmp_path / "ws", tmp_path / "home", tmp_path / "gw"
+    plan = agent_sandbox("bwrap", workspace=ws, home=home, gateway=gw, readable=[ROOT / "tests" / "fakes"])
+    args = plan.prefix
+    writable = [args[i + 1] for i, a in enumerate(args) if a in ("--bind", "--dev-bind")]
+    assert writable == [str(ws), str(home), str(gw)]
+    assert "--share-net" in args and "--unshare-all" in args and "--die-with-parent" in args
+    assert not any("nvidia" in a or "/dev/dri" in a for a in args)
+    readable = [args[i + 1] for i, a in enumerate(args) if a == "--ro-bind"]
+    assert str(ROOT) not in readable and str(ROOT / "problems") not in readable
+    assert str(ROOT / "tests" / "fakes") in readable
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_the_agent_sees_neither_results_nor_held_out_data_nor_other_runs_nor_secrets(deck, evaluator, tmp_path,
+                                                                                    monkeypatch):
+    first = _run(_plan("honest", deck / "scale"), evaluator, tmp_path)
+    assert first.state == "done" and first.graded and first.graded.status == "correct"
+    reads = [evaluator.db, deck / "scale" / "problem.yaml", deck / "scale", ROOT / "problems", Path(first.folder),
+             Path(first.folder) / "workspace" / "solution.py", ROOT / "README.md", Path.home() / ".ssh"]
+    # (the runs folder of this test lies under /tmp, which is private in the sandbox: a write there lands
+    # in the sandbox's own /tmp, and the other run's folder is not there to read, as `reads` shows)
+    writes = [ROOT, ROOT / "src" / "rooftop", deck, Path(sys.prefix)]
+    monkeypatch.setenv("FAKE_PROBE_PATHS", os.pathsep.join(map(str, reads)))
+    monkeypatch.setenv("FAKE_WRITE_PATHS", os.pathsep.join(map(str, writes)))
+    monkeypatch.setenv("MY_API_KEY", "sk-test-passed-1234")
+    monkeypatch.setenv("OTHER_API_KEY", "sk-test-withheld-5678")
+    monkeypatch.setenv("ROOFTOP_TOKEN", "server-token-9999")
+    record = _run(_plan("probe", deck / "scale", env=["FAKE_PROBE_PATHS", "FAKE_WRITE_PATHS", "MY_API_KEY"],
+                        args=["--append-system-prompt", "key sk-test-passed-1234"]), evaluator, tmp_path)
+    assert record.sandbox == "bwrap" and record.state == "done", record.error
+    workspace = Path(record.folder) / "workspace"
+    probe = json.loads((workspace / "probe.json").read_text())
+    assert set(probe) == {*map(str, reads), *map(str, writes)}
+    assert all(v.startswith("denied") for v in probe.values()), probe
+    env = json.loads((workspace / "env.json").read_text())
+    assert env["MY_API_KEY"] == "sk-test-passed-1234"
+    assert "OTHER_API_KEY" not in env and "ROOFTOP_TOKEN" not in env
+    assert not any("withheld" in v or "server-token" in v for v in env.values())
+    assert record.env_passed == ["FAKE_PROBE_PATHS", "FAKE_WRITE_PATHS", "MY_API_KEY"]
+    assert "sk-test-passed-1234" not in json.dumps(record.command) and "key ***" in record.command
+    assert "{prompt}" in record.command
+    # its own run folder holds what it did; the workspace it left is the final state
+    assert record.checks >= 1 and record.benches >= 1 and (Path(record.folder) / "calls.jsonl").is_file()
+    assert not (Path(record.folder) / "home").exists()  # credentials copied for the CLI do not outlive the run
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sandbox", ["none", pytest.param("bwrap", marks=needs_bwrap)])
+def test_the_budget_kills_the_agent_and_whatever_it_left_running(deck, evaluator, tmp_path, monkeypatch, sandbox):
+    token = f"rooftop-orphan-{os.getpid()}-{sandbox}"
+    monkeypatch.setenv("FAKE_ORPHAN_TOKEN", token)
+    left = _run(_plan("orphan", deck / "copy", env=["FAKE_ORPHAN_TOKEN"]), evaluator, tmp_path,
+                agent_sandbox_kind=sandbox)
+    assert left.exit_code == 0 and left.completed and not left.timed_out
+    assert not _processes_with(token), "a process the agent left behind outlived its run"
+
+    started = time.monotonic()
+    stubborn = _run(_plan("stubborn", deck / "copy", timeout=3), evaluator, tmp_path, agent_sandbox_kind=sandbox,
+                    grace_s=1.0)
+    assert stubborn.timed_out and not stubborn.completed and stubborn.exit_code is not None and stubborn.exit_code < 0
+    assert 3 <= stubborn.wall_s < 3 + 1.0 + 10
+    assert time.monotonic() - started < 60
+    # the starter it never touched is still graded: a run that did nothing scores the reference
+    assert stubborn.graded is not None and stubborn.graded.status == "correct"
+
+
+def _processes_with(token: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if token.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.slow
+def test_a_crashed_or_wrong_agent_is_recorded_as_such(deck, evaluator, tmp_path):
+    crashed = _run(_plan("crash", deck / "linear"), evaluator, tmp_path)
+    assert crashed.exit_code == 3 and not crashed.completed
+    wrong = _run(_plan("wrong", deck / "linear", adapter="codex"), evaluator, tmp_path)
+    assert wrong.completed and wrong.graded and wrong.graded.status == "incorrect"
+    assert wrong.visible and wrong.visible.status == "incorrect" and wrong.visible.shapes == "visible"
+    assert (Path(wrong.folder) / "transcript.jsonl").stat().st_size > 0
+    assert any(p.name.startswith("rollout-") for p in Path(wrong.folder).iterdir())  # codex's own session file
+    assert wrong.usage.input_tokens and wrong.usage.output_tokens
+
+
+# -- sweeps ----------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_a_sweep_of_two_agents_three_problems_two_repeats_runs_and_resumes(deck, tmp_path):
+    config = {
+        "name": "fakes",
+        "agents": [{"adapter": "claude", "name": "fake-claude", "executable": str(FAKES / "claude"),
+                    "models": ["honest"], "timeout": 120},
+                   {"adapter": "codex", "name": "fake-codex", "executable": str(FAKES / "codex"),
+                    "models": ["wrong"], "timeout": 120}],
+        "problems": [str(deck / n) for n in ("scale", "copy", "linear")],
+        "repeats": 2, "concurrency": 2, "device": "cpu", "db": str(tmp_path / "r.db"), "out": str(tmp_path / "runs"),
+    }
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(config))
+    runs = _sweep(path)
+    assert len(runs) == 12 and all(r["state"] == "done" for r in runs)
+    for r in runs:
+        folder = Path(r["folder"])
+        assert folder.parent == tmp_path / "runs"
+        assert folder.name.endswith(f"_{r['agent']}_{r['model']}_{Path(r['problem']).name}_{r['repeat']}")
+        assert (folder / "workspace" / "solution.py").is_file() and (folder / "transcript.jsonl").is_file()
+        assert json.loads((folder / "run.json").read_text())["id"] == r["id"]
+        visible, graded = r["visible"], r["graded"]
+        assert visible["shapes"] == "visible" and graded["shapes"] == "all" and graded["held_out_shapes"] == 1
+        expected = "correct" if r["agent"] == "fake-claude" else "incorrect"
+        assert visible["status"] == graded["status"] == expected
+        assert r["usage"]["output_tokens"] and r["cli_version"] and r["completed"]
+    store = Store(tmp_path / "r.db")
+    try:
+        rows = store.agent_runs("fakes")
+        assert len(rows) == 12 and {state for _, state, _ in rows} == {"done"}
+        queue = JobQueue(store)
+        jobs = [queue.get(json.loads(doc)["graded"]["job"]) for _, _, doc in rows]
+        verdicts = [store.verdict(j.evaluation_id) for j in jobs if j and j.evaluation_id]
+        assert len(verdicts) == 12
+        assert all(v is not None and any(s.split == "held_out" for s in v.shapes) for v in verdicts)
+        # a harness killed mid-run: that cell is run again, the rest is kept
+        ident = rows[0][0]
+        store._db.execute("UPDATE agent_runs SET state = 'running' WHERE id = ?", (ident,))
+        store._db.commit()
+    finally:
+        store.close()
+    again = _sweep(path)
+    assert len(again) == 12 and sum(r["id"] not in {x["id"] for x in runs} for r in again) == 1
+    store = Store(tmp_path / "r.db")
+    try:
+        states = [state for _, state, _ in store.agent_runs("fakes")]
+    finally:
+        store.close()
+    assert states.count("abandoned") == 1 and states.count("done") == 12
+
+
+def _sweep(path: Path) -> list[dict]:
+    done = subprocess.run([sys.executable, "-m", "rooftop", "sweep", str(path), "--json"], capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"problems": ["x"]}, "agents"),
+    ({"agents": [{"adapter": "nope"}], "problems": ["x"]}, "unknown agent adapter 'nope'"),
+    ({"agents": [{"adapter": "claude", "colour": 1}], "problems": ["x"]}, "agents.0.colour"),
+    ({"agents": [{"adapter": "claude", "executable": "/no/such/cli"}], "problems": ["x"]}, "/no/such/cli"),
+    ({"agents": [{"adapter": "claude"}], "problems": ["x"], "repeats": 0}, "repeats"),
+])
+def test_a_bad_sweep_config_is_one_line_and_exit_2(tmp_path, body, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(body))
+    done = subprocess.run([sys.executable, "-m", "rooftop", "sweep", str(path), "--db", str(tmp_path / "r.db")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+# -- rooftop's own agent, end to end through the harness --------------------------------------
+@pytest.mark.slow
+def test_rooftop_agent_llm_runs_in_its_workspace_against_an_openai_compatible_server(deck, tmp_path, monkeypatch):
+    from fakes.openai_server import Reply, ScriptedLLM, ToolCall
+
+    script = [Reply(tool_calls=[ToolCall("read_file", {"path": "shapes.yaml"})], prompt_tokens=300,
+                    completion_tokens=7),
+              Reply(tool_calls=[ToolCall("run_kernel", {"code": GOOD})], prompt_tokens=400, completion_tokens=90),
+              Reply(tool_calls=[ToolCall("finish", {})], prompt_tokens=500, completion_tokens=3)]
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-scripted-key")
+    with ScriptedLLM(script, api_key="sk-scripted-key") as llm:
+        done = subprocess.run([sys.executable, "-m", "rooftop", "agent", "llm", str(deck / "scale"), "--model",
+                               "scripted-1", "--base-url", llm.url, "--device", "cpu", "--timeout", "300",
+                               "--db", str(tmp_path / "r.db"), "--out", str(tmp_path / "runs"), "--json"],
+                              capture_output=True, text=True, timeout=600)
+        requests = llm.requests
+    assert done.returncode == 0, done.stderr[-3000:]
+    [run] = json.loads(done.stdout)
+    assert run["adapter"] == "llm" and run["completed"] and run["exit_code"] == 0
+    assert run["usage"]["input_tokens"] == 1200 and run["usage"]["output_tokens"] == 100
+    assert run["graded"]["status"] == "correct" and run["graded"]["held_out_shapes"] == 1
+    assert run["benches"] == 1
+    # what the model was shown: the visible shapes, the bench's report, never the held-out shape
+    shown = json.dumps(requests)
+    assert "N: 256" in shown and "status: correct" in shown and "1001" not in shown
+    transcript = Path(run["folder"]) / "transcript.jsonl"
+    events = [json.loads(line) for line in transcript.read_text().splitlines()]
+    assert events[0]["type"] == "start" and events[-1]["type"] == "result" and events[-1]["reason"] == "finish"
+    assert (Path(run["folder"]) / "workspace" / "solution.py").read_text() == GOOD
