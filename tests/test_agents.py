@@ -150,9 +150,7 @@ def test_the_agent_sees_neither_results_nor_held_out_data_nor_other_runs_nor_sec
     assert first.state == "done" and first.graded and first.graded.status == "correct"
     reads = [evaluator.db, deck / "scale" / "problem.yaml", deck / "scale", ROOT / "problems", Path(first.folder),
              Path(first.folder) / "workspace" / "solution.py", ROOT / "README.md", Path.home() / ".ssh"]
-    # (the runs folder of this test lies under /tmp, which is private in the sandbox: a write there lands
-    # in the sandbox's own /tmp, and the other run's folder is not there to read, as `reads` shows)
-    writes = [ROOT, ROOT / "src" / "rooftop", deck, Path(sys.prefix)]
+    writes = [ROOT, ROOT / "src" / "rooftop", deck, Path(sys.prefix), Path(first.folder).parent]
     monkeypatch.setenv("FAKE_PROBE_PATHS", os.pathsep.join(map(str, reads)))
     monkeypatch.setenv("FAKE_WRITE_PATHS", os.pathsep.join(map(str, writes)))
     monkeypatch.setenv("MY_API_KEY", "sk-test-passed-1234")
@@ -164,7 +162,11 @@ def test_the_agent_sees_neither_results_nor_held_out_data_nor_other_runs_nor_sec
     workspace = Path(record.folder) / "workspace"
     probe = json.loads((workspace / "probe.json").read_text())
     assert set(probe) == {*map(str, reads), *map(str, writes)}
-    assert all(v.startswith("denied") for v in probe.values()), probe
+    assert all(probe[str(p)].startswith("denied") for p in reads), probe
+    # a write "succeeds" only into the sandbox's own private /tmp (this test's folders lie under /tmp):
+    # nothing it wrote may reach the host, and outside /tmp the write is refused outright
+    assert not [p for p in writes if (p / "fake-probe-written").exists()]
+    assert all(probe[str(p)].startswith("denied") for p in writes if not p.is_relative_to("/tmp")), probe
     env = json.loads((workspace / "env.json").read_text())
     assert env["MY_API_KEY"] == "sk-test-passed-1234"
     assert "OTHER_API_KEY" not in env and "ROOFTOP_TOKEN" not in env

@@ -55,7 +55,7 @@ class AgentRun(BaseModel):
     wall_s: float | None = None
     budget_s: float | None = None
     max_turns: int | None = None
-    exit_code: int | None = None  # None: killed at the budget, or never started
+    exit_code: int | None = None  # negative: ended by that signal (at the budget: timed_out); None: not started
     timed_out: bool = False
     completed: bool = False  # the session reached its own end (the CLI's final event)
     sandbox: str = "none"

@@ -54,7 +54,8 @@ def workspace_prompt(problem: Problem, run_shapes: str, budget_s: float | None, 
     return "\n".join([
         task_body(problem, run_shapes).rstrip(), "",
         "## Your workspace", "",
-        f"- `solution.py`: your solution, a Python file defining `ModelNew`. It starts as a copy of the reference. "
+        f"- `solution.py`: your solution, a Python file defining `ModelNew`. It starts as a copy of the reference "
+        "(which may use operations this problem forbids: `./check` says so). "
         f"CUDA or C++ sources it loads go under `{KERNELS}/` (load them relative to `__file__`); "
         "everything under it is part of your solution, other files here are yours and are not graded.",
         "- `reference.py`: the reference model. `shapes.yaml`: the shapes you are shown.",

@@ -14,6 +14,7 @@ from rooftop.cli.common import DbOpt, Device, DeviceOpt, JsonOpt, Sandbox, Sandb
 
 if TYPE_CHECKING:
     from rooftop.agents.record import AgentRun, Grade
+    from rooftop.agents.runner import AgentConfig
     from rooftop.agents.sweep import SweepConfig
 
 agent_app = cli_app("Run one coding agent on one problem in a sandboxed workspace, or list the agent adapters.")
@@ -71,13 +72,10 @@ def agent_run_command(
 ) -> None:
     """One run: a fresh workspace, the agent under its budget, then grading on every shape."""
     from rooftop.agents.runner import AgentConfig
-    from rooftop.agents.sweep import SweepConfig
 
     agent = AgentConfig(adapter=adapter, models=[model] if model else [], env=env or [], args=arg or [],
                         executable=executable, timeout=timeout, max_turns=max_turns)
-    _run(SweepConfig(agents=[agent], problems=[problem], repeats=1, concurrency=1, device=device.value,
-                     sandbox=sandbox.value, agent_sandbox=agent_sandbox.value, db=db, out=out_dir or Path("runs")),
-         as_json)
+    _run(_single(agent, problem, device, sandbox, agent_sandbox, db, out_dir), as_json)
 
 
 @agent_app.command("llm")
@@ -100,14 +98,11 @@ def agent_llm_command(
     """rooftop's own agent over any OpenAI-compatible endpoint (tools: run_kernel, read_file, finish),
     in a sandboxed workspace like any other agent, graded on every shape."""
     from rooftop.agents.runner import AgentConfig
-    from rooftop.agents.sweep import SweepConfig
 
     args = ["--api-key-env", api_key_env, *(["--base-url", base_url] if base_url else [])]
     agent = AgentConfig(adapter="llm", models=[model], env=[api_key_env, "OPENAI_BASE_URL"], args=args,
                         timeout=timeout, max_turns=max_turns)
-    _run(SweepConfig(agents=[agent], problems=[problem], repeats=1, concurrency=1, device=device.value,
-                     sandbox=sandbox.value, agent_sandbox=agent_sandbox.value, db=db, out=out_dir or Path("runs")),
-         as_json)
+    _run(_single(agent, problem, device, sandbox, agent_sandbox, db, out_dir), as_json)
 
 
 @agent_app.command("list")
@@ -129,6 +124,15 @@ def agent_list_command(as_json: JsonOpt = False) -> None:
         table.add_row(str(r["adapter"]), str(r["executable"] or "(the command)"), "yes" if r["found"] else "no",
                       ", ".join(r["key_env"]) or "-", "yes" if r["max_turns"] else "no")  # type: ignore[arg-type]
     out.print(table)
+
+
+def _single(agent: AgentConfig, problem: str, device: Device, sandbox: Sandbox, agent_sandbox: Sandbox, db: Path,
+            out_dir: Path | None) -> SweepConfig:
+    """A sweep of one run and no name: nothing to resume."""
+    from rooftop.agents.sweep import SweepConfig
+
+    return SweepConfig(agents=[agent], problems=[problem], repeats=1, concurrency=1, device=device.value,
+                       sandbox=sandbox.value, agent_sandbox=agent_sandbox.value, db=db, out=out_dir or Path("runs"))
 
 
 def _run(config: SweepConfig, as_json: bool) -> None:

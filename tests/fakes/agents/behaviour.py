@@ -73,6 +73,9 @@ def _outcome(exc: BaseException) -> str:
     return f"denied: {type(exc).__name__}"
 
 
+PROBE_FILE = "fake-probe-written"  # the test looks for it on the host side
+
+
 def _paths(variable: str) -> list[str]:
     return [p for p in os.environ.get(variable, "").split(os.pathsep) if p]
 
@@ -97,11 +100,9 @@ def probe(cwd: Path) -> tuple[str, int]:
             if os.path.isfile(path):  # an existing file: opened for writing, left unchanged
                 with open(path, "ab"):
                     pass
-            else:  # a folder: a new file in it (ENOENT where the folder is not there)
-                target = os.path.join(path, f"fake-probe-{os.getpid()}")
-                with open(target, "x") as made:
+            else:  # a folder: a new file in it, left there (ENOENT where the folder is not there)
+                with open(os.path.join(path, PROBE_FILE), "w") as made:
                     made.write("probe\n")
-                os.unlink(target)
             found[path] = "ok"
         except Exception as exc:  # noqa: BLE001
             found[path] = _outcome(exc)
