@@ -327,3 +327,23 @@ def test_rooftop_agent_llm_runs_in_its_workspace_against_an_openai_compatible_se
     events = [json.loads(line) for line in transcript.read_text().splitlines()]
     assert events[0]["type"] == "start" and events[-1]["type"] == "result" and events[-1]["reason"] == "finish"
     assert (Path(run["folder"]) / "workspace" / "solution.py").read_text() == GOOD
+
+
+def test_a_harness_failure_loses_that_run_only_and_says_where_to_look(deck, tmp_path, monkeypatch):
+    import rooftop.agents.runner as runner
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(runner, "build_workspace", broken)
+    db = tmp_path / "r.db"
+    record = run_agent(_plan("honest", deck / "scale"), evaluator=_NoEvaluator(), settings=Settings(),  # type: ignore[arg-type]
+                       runs_dir=tmp_path / "runs", db=db)
+    assert record.state == "failed" and "disk on fire" in (record.error or "")
+    assert "RuntimeError" in (Path(record.folder) / "harness_error.log").read_text()
+    store = Store(db)
+    try:
+        [(ident, state, _)] = store.agent_runs()
+    finally:
+        store.close()
+    assert ident == record.id and state == "failed"

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rooftop.agents.adapters import Adapter
 from rooftop.agents.adapters import adapter as find_adapter
 from rooftop.agents.gateway import Gateway
 from rooftop.agents.record import AgentRun, Grade
@@ -109,6 +110,11 @@ def run_agent(plan: RunPlan, *, evaluator: Evaluator, settings: Settings, runs_d
         record.state = "done"
     except UserError as exc:
         record.state, record.error = "failed", str(exc)
+    except Exception as exc:  # the harness's own failure: this run is lost, the sweep goes on
+        import traceback
+
+        (folder / "harness_error.log").write_text(traceback.format_exc())
+        record.state, record.error = "failed", f"internal error: {type(exc).__name__}: {exc} (harness_error.log)"
     finally:
         shutil.rmtree(home, ignore_errors=True)  # it may hold credentials copied for the CLI
         record.finished_at = _now()
@@ -117,7 +123,7 @@ def run_agent(plan: RunPlan, *, evaluator: Evaluator, settings: Settings, runs_d
     return record
 
 
-def _run_session(plan: RunPlan, adapter, record: AgentRun, folder: Path, workspace: Path, home: Path,  # noqa: ANN001
+def _run_session(plan: RunPlan, adapter: Adapter, record: AgentRun, folder: Path, workspace: Path, home: Path,
                  gateway: Path, sandbox_kind: str, grace_s: float) -> None:
     program = executable(plan.agent.executable or adapter.program(plan.agent.args), plan.agent.adapter)
     prompt = (workspace / "PROMPT.md").read_text()

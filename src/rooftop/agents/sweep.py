@@ -11,7 +11,8 @@
     concurrency: 4              # agents at once; their GPU work queues in the service
 
 A sweep is resumable: its runs are rows of the store (`agent_runs`) under the sweep's name, so
-running it again starts only the cells without a finished run. A run the last invocation left
+running it again starts only the cells without a finished run: a run that failed (the agent CLI
+could not start, the harness broke) is started again, and a run the last invocation left
 half-done (killed harness) is marked abandoned and started again.
 """
 
