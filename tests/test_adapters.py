@@ -442,7 +442,8 @@ def test_fake_probe_reports_what_it_could_reach(workspace, name, tmp_path):
     probe = json.loads((workspace / "probe.json").read_text())
     assert probe == {str(readable): "ok", str(tmp_path / "absent"): "denied: ENOENT", str(writable): "ok",
                      **({str(locked): "denied: EACCES"} if locked in writes else {})}
-    assert list(writable.iterdir()) == [] and readable.read_text() == "x"  # it leaves no trace of its writes
+    # a written folder keeps the probe's file, so that a test can see on the host what got through
+    assert [p.name for p in writable.iterdir()] == ["fake-probe-written"] and readable.read_text() == "x"
     env = json.loads((workspace / "env.json").read_text())
     assert env["HOME"] == str(home) and env["FAKE_PROBE_PATHS"] == paths["FAKE_PROBE_PATHS"]
     assert (workspace / "solution.py").read_text().rstrip().endswith("# tuned")
