@@ -347,3 +347,12 @@ def test_a_harness_failure_loses_that_run_only_and_says_where_to_look(deck, tmp_
     finally:
         store.close()
     assert ident == record.id and state == "failed"
+
+
+def test_agent_list_names_every_adapter_and_whether_its_cli_is_here():
+    done = subprocess.run([sys.executable, "-m", "rooftop", "agent", "list", "--json"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = {r["adapter"]: r for r in json.loads(done.stdout)}
+    assert set(rows) == {"claude", "codex", "opencode", "kimi", "cursor", "gemini", "llm", "command"}
+    assert rows["llm"]["found"] and rows["claude"]["key_env"]
