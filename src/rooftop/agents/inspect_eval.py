@@ -13,7 +13,6 @@ score explains is the agent's view of the graded verdict: counts only for held-o
 from __future__ import annotations
 
 import atexit
-import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,8 +29,8 @@ try:
 except ImportError as exc:
     raise UserError("the inspect_ai integration needs inspect-ai: pip install 'rooftop[inspect]'") from exc
 
+from rooftop.agents.reply import extract_code, reply_task
 from rooftop.env.core import shape_groups
-from rooftop.env.prompt import task_body
 from rooftop.env.view import agent_view, render
 from rooftop.pipeline.job import DeviceChoice, DeviceType, Settings
 from rooftop.problem.registry import bundled_names, resolve
@@ -56,7 +55,6 @@ Your kernel was evaluated on the shapes above:
 Reply with the complete file again, improved or fixed, in a ```python block: your last answer is the one graded.
 """
 
-_CODE_BLOCK = re.compile(r"```(?:python|py)[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)
 _EVALUATORS: dict[tuple[Path, DeviceType], Evaluator] = {}
 _LOCK = threading.Lock()
 
@@ -67,7 +65,7 @@ def problem_sample(problem: Problem, device: DeviceType) -> Sample:
     run_shapes, graded_shapes = shape_groups(problem, device)
     # the environment's tool section describes an episode; an inspect sample is answered in one reply
     answer = ANSWER.format(more=MORE if graded_shapes != run_shapes else "")
-    prompt = task_body(problem, run_shapes).rstrip() + "\n\n" + answer
+    prompt = reply_task(problem, run_shapes).rstrip() + "\n\n" + answer
     return Sample(input=prompt, id=problem.name,
                   metadata={"problem": problem.name, "run_shapes": run_shapes, "graded_shapes": graded_shapes})
 
@@ -124,12 +122,6 @@ def close_evaluators() -> None:
 
 
 # -- answers and verdicts ------------------------------------------------------------------------
-def extract_code(completion: str) -> str | None:
-    """The last ```python block of an answer: models think aloud in earlier ones."""
-    blocks = _CODE_BLOCK.findall(completion)
-    return blocks[-1] if blocks else None
-
-
 async def evaluate_code(code: str, problem: Problem, shapes: str, db: str | Path, device: DeviceType,
                         label: str | None = None) -> Result:
     """A solution file's verdict on a group of shapes, through the shared evaluator."""

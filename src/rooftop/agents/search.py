@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
+from rooftop.agents.reply import extract_code, reply_task
 from rooftop.env.core import shape_groups
-from rooftop.env.prompt import TOOLS, task_prompt
 from rooftop.env.view import agent_view, render
 from rooftop.errors import UserError
 from rooftop.pipeline.job import DeviceChoice, Settings
@@ -150,12 +150,6 @@ class SearchSummary(BaseModel):
 
 
 # -- pure parts ---------------------------------------------------------------------------------
-def extract_code(reply: str) -> str | None:
-    """The last ```python block of a reply (its text, without the fences), or None."""
-    blocks = re.findall(r"```(?:python|py)[ \t]*\n(.*?)```", reply, flags=re.DOTALL)
-    return blocks[-1].strip("\n") + "\n" if blocks and blocks[-1].strip() else None
-
-
 def code_hash(code: str) -> str:
     """Names a kernel by its syntax tree when it parses, so that comments and layout do not count."""
     try:
@@ -190,16 +184,6 @@ def problem_folders(problems: Iterable[Problem]) -> dict[str, str]:
             name = f"{base}-{n}"
         folders[problem.name] = name
     return folders
-
-
-def task_text(problem: Problem, group: str) -> str:
-    """The environment's task prompt without its tool list (here the reply itself is the action), with
-    the reference's code where a problem's own PROMPT.md only names the file."""
-    text = task_prompt(problem, group).removesuffix(TOOLS).rstrip() + "\n"
-    reference = problem.reference.read_text().rstrip()
-    if reference not in text:
-        text += f"\n## {problem.reference.name}\n\n```python\n{reference}\n```\n"
-    return text
 
 
 # -- one problem --------------------------------------------------------------------------------
@@ -307,7 +291,7 @@ class _Search:
                 node = await self.attempt(state, branch, query, "fix", parent, node.id, messages)
 
     def first_prompt(self, state: _Problem, parent: Node | None) -> str:
-        task = task_text(state.problem, state.run_shapes)
+        task = reply_task(state.problem, state.run_shapes)
         if parent is None:
             return f"{task}\nWrite a `ModelNew` that is correct on every shape and faster than the reference."
         best = max(n.reward or 0.0 for n in state.archive)
