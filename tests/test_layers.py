@@ -13,6 +13,7 @@ SRC = Path(__file__).parents[1] / "src" / "rooftop"
 LAYERS = [
     ["__main__"],  # `python -m rooftop`: the command
     ["cli"],
+    ["viewer", "report"],  # read run folders and the store
     ["server", "agents"],
     ["env"],
     ["batch"],
@@ -25,6 +26,7 @@ LAYERS = [
     ["check", "integrity"],
     ["environment"],
     ["build", "solution", "problem"],
+    ["transcripts"],  # agent transcripts of any CLI as one event model
     ["verdict"],
     ["values", "errors", "bytecode", "yamlfile"],
 ]

@@ -29,9 +29,11 @@ from rooftop.cli.common import (
 )
 from rooftop.cli.kernelbench import register as register_kernelbench_commands
 from rooftop.cli.measure import register as register_measure_commands
+from rooftop.cli.report import register as register_report_commands
 from rooftop.cli.results import register as register_results_commands
 from rooftop.cli.search import register as register_search_commands
 from rooftop.cli.serve import register as register_serve_commands
+from rooftop.cli.view import register as register_view_commands
 from rooftop.errors import UserError
 
 if TYPE_CHECKING:
@@ -271,6 +273,8 @@ register_batch_commands(app)
 register_serve_commands(app)
 register_agent_commands(app)
 register_search_commands(app)
+register_view_commands(app)
+register_report_commands(app)
 
 
 def main() -> None:

@@ -67,8 +67,13 @@ class ClaudeAdapter(Adapter):
 
     def usage(self, transcript: Path, extra: list[Path]) -> Usage:
         result, calls = _result(transcript)
-        if result is not None and isinstance(result.get("usage"), dict):
-            usage = tokens(result["usage"])
+        if result is not None and (isinstance(result.get("usage"), dict) or isinstance(result.get("modelUsage"), dict)):
+            # modelUsage covers every model the session used, subagents included; `usage` the main thread only
+            per_model = [m for m in mapping(result, "modelUsage").values() if isinstance(m, dict)]
+            usage = add(tokens({"input_tokens": m.get("inputTokens"), "output_tokens": m.get("outputTokens"),
+                                "cache_read_input_tokens": m.get("cacheReadInputTokens"),
+                                "cache_creation_input_tokens": m.get("cacheCreationInputTokens")})
+                        for m in per_model) if per_model else tokens(mapping(result, "usage"))
             usage.cost_usd, usage.turns = amount(result.get("total_cost_usd")), count(result.get("num_turns"))
             return usage
         if not calls:

@@ -1,0 +1,124 @@
+"""Claude Code's print-mode stream (`claude -p --output-format stream-json --verbose`).
+
+Lines are `system` (init, hooks, retries, subagent tasks, thinking-token estimates...), `assistant`
+(one content block per line), `user` (tool results, with `tool_use_result` extras), `result` and,
+with partial messages on, `stream_event` (raw SSE, redundant with the full lines: kept as system
+events without text). A line carrying `parent_tool_use_id` was written by the subagent that call
+started: its event gets that call's id as `parent` and `sidechain`.
+
+Session usage: the `result` line's `modelUsage` summed over models, which counts subagents and
+matches `total_cost_usd`; its `usage` counts the main thread only. Without a result line (a killed
+session), the per-message usage stands in, counted once per message id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from rooftop.transcripts.build import Builder, amount, count, mapping, string, text_of, total, usage_sum, when
+from rooftop.transcripts.events import Role, Session, TokenUsage
+from rooftop.transcripts.lines import Record
+from rooftop.transcripts.parsers import _anthropic
+
+FORMAT = "claude"
+PRIORITY = 90  # after cursor, whose lines look alike but lack `uuid` and `parent_tool_use_id`
+TYPES = {"system", "assistant", "user", "result", "stream_event"}
+
+
+def sniff(records: list[Any]) -> bool:
+    for record in records:
+        if not isinstance(record, dict) or string(record.get("type")) not in TYPES:
+            continue
+        if "claude_code_version" in record or "parent_tool_use_id" in record:
+            return True
+        if "session_id" in record and "uuid" in record:
+            return True
+    return False
+
+
+def model_usage(result: dict[str, Any]) -> TokenUsage | None:
+    """The result's per-model totals summed (camelCase; cached parts apart from `inputTokens`)."""
+    models = mapping(result, "modelUsage")
+    usages = []
+    for usage in models.values():
+        if not isinstance(usage, dict):
+            continue
+        read, write = count(usage.get("cacheReadInputTokens")), count(usage.get("cacheCreationInputTokens"))
+        usages.append(TokenUsage(input=total(count(usage.get("inputTokens")), read, write),
+                                 output=count(usage.get("outputTokens")), cache_read=read, cache_write=write))
+    return usage_sum(usages) if usages else None
+
+
+def _system_text(record: dict[str, Any]) -> str | None:
+    subtype = record.get("subtype")
+    if subtype == "api_retry":
+        return (f"API retry {record.get('attempt')}/{record.get('max_retries')}: "
+                f"{record.get('error_status') or ''} {text_of(record.get('error'))}").strip()
+    if subtype in ("hook_started", "hook_response"):
+        out = " ".join(p for p in (string(record.get("hook_name")), string(record.get("output"))) if p)
+        return out or None
+    if subtype == "compact_boundary":
+        return "context compacted"
+    for key in ("text", "summary", "description", "message"):
+        if isinstance(record.get(key), str) and record[key]:
+            return str(record[key])
+    return None
+
+
+KNOWN_SYSTEM = {"init", "api_retry", "hook_started", "hook_response", "notification", "thinking_tokens",
+                "task_started", "task_progress", "task_notification", "compact_boundary"}
+
+
+def parse(records: Iterable[Record], path: str | None = None) -> Session:
+    b = Builder(FORMAT, path)
+    s = b.session
+    calls = _anthropic.Calls()
+    result: dict[str, Any] | None = None
+    for line, record in b.walk(records):
+        with b.guard(line, record):
+            kind = record.get("type")
+            parent = string(record.get("parent_tool_use_id"))
+            side = {"parent": parent, "sidechain": parent is not None, "timestamp": when(record.get("timestamp"))}
+            s.session_id = s.session_id or string(record.get("session_id"))
+            if kind == "system":
+                subtype = string(record.get("subtype")) or ""
+                if subtype == "init":
+                    s.cwd, s.model = string(record.get("cwd")), string(record.get("model"))
+                    version = string(record.get("claude_code_version"))
+                    s.agent = f"claude-code {version}" if version else "claude-code"
+                task_call = string(record.get("tool_use_id"))
+                call = calls.by_id.get(task_call) if task_call else None
+                agent = call is not None and call.subagent or record.get("task_type") == "local_agent"
+                if subtype.startswith("task_") and agent:
+                    side["parent"] = task_call
+                role: Role = "error" if subtype == "api_retry" else "system"
+                b.add(line, role, f"system.{subtype}", text=_system_text(record),
+                      raw=None if subtype in KNOWN_SYSTEM else record, **side)
+            elif kind == "assistant":
+                message = mapping(record, "message")
+                event = _anthropic.assistant(b, line, message, calls, **side)
+                if s.model is None and event.model not in (None, _anthropic.SYNTHETIC_MODEL):
+                    s.model = event.model
+            elif kind == "user":
+                _anthropic.user(b, line, mapping(record, "message"), record.get("tool_use_result"), calls, **side)
+            elif kind == "result":
+                result = record
+                subtype = string(record.get("subtype")) or ""
+                text = string(record.get("result")) or text_of(record.get("errors")) or None
+                b.add(line, "result", f"result.{subtype}", text=text, **side)
+                s.cost_usd = amount(record.get("total_cost_usd"))
+                duration = amount(record.get("duration_ms"))
+                s.duration_s = duration / 1000 if duration is not None else None
+                s.completed = record.get("is_error") is False
+                s.final_text = string(record.get("result"))
+            elif kind == "stream_event":
+                b.add(line, "system", f"stream_event.{mapping(record, 'event').get('type') or ''}", **side)
+            else:
+                b.raw(line, record, str(kind or ""))
+    if result is not None:
+        s.usage = model_usage(result) or _anthropic.tokens(result.get("usage")) or TokenUsage()
+    else:
+        s.usage = usage_sum(e.usage for e in s.events)
+        s.completed = False if s.events else None
+    return b.finish()

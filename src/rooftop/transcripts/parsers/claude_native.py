@@ -1,0 +1,85 @@
+"""Claude Code's own session files (`~/.claude/projects/<project>/<session>.jsonl`, and a subagent's
+`<session>/subagents/agent-<id>.jsonl`).
+
+Records are `user`, `assistant` (API-shaped `message`, one content block per line), `system`,
+`attachment`, and bookkeeping (`queue-operation`, `last-prompt`, `file-history-snapshot`,
+`summary`, `progress`), tied in a tree by `uuid`/`parentUuid`, with `isSidechain` on a subagent's
+lines and the structured tool result as `toolUseResult`. There is no closing record and no total:
+usage is the per-message usage summed once per message id, and `completed` is None.
+
+A subagent file alone does not say which tool call started it (only its `agentId`, which the main
+file's Agent result repeats), so its events are `sidechain` without a `parent`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from rooftop.transcripts.build import Builder, mapping, string, text_of, usage_sum, when
+from rooftop.transcripts.events import Session
+from rooftop.transcripts.lines import Record
+from rooftop.transcripts.parsers import _anthropic
+
+FORMAT = "claude_native"
+PRIORITY = 70
+BOOKKEEPING = {"queue-operation", "last-prompt", "file-history-snapshot", "summary", "progress", "attachment",
+               "system", "custom-title", "agent-name"}
+
+
+def sniff(records: list[Any]) -> bool:
+    for record in records:
+        if not isinstance(record, dict):
+            continue
+        if "sessionId" in record and ("parentUuid" in record or string(record.get("type")) in BOOKKEEPING):
+            return True
+        if record.get("type") == "file-history-snapshot" and "messageId" in record:
+            return True
+        if record.get("type") == "summary" and "leafUuid" in record:
+            return True
+    return False
+
+
+def _bookkeeping_text(record: dict[str, Any]) -> str | None:
+    kind = record.get("type")
+    if kind == "attachment":
+        attachment = mapping(record, "attachment")
+        content = attachment.get("content")
+        return text_of(content) if content else string(attachment.get("type"))
+    if kind == "last-prompt":
+        return string(record.get("lastPrompt"))
+    if kind == "summary":
+        return string(record.get("summary"))
+    if kind == "queue-operation":
+        return " ".join(p for p in (string(record.get("operation")), string(record.get("content"))) if p) or None
+    if kind == "system":
+        return string(record.get("content")) or string(record.get("subtype"))
+    return None
+
+
+def parse(records: Iterable[Record], path: str | None = None) -> Session:
+    b = Builder(FORMAT, path)
+    s = b.session
+    calls = _anthropic.Calls()
+    for line, record in b.walk(records):
+        with b.guard(line, record):
+            kind = string(record.get("type"))
+            side = {"sidechain": record.get("isSidechain") is True, "timestamp": when(record.get("timestamp"))}
+            s.session_id = s.session_id or string(record.get("sessionId"))
+            s.cwd = s.cwd or string(record.get("cwd"))
+            if s.agent is None and isinstance(record.get("version"), str):
+                s.agent = f"claude-code {record['version']}"
+            if kind == "assistant":
+                event = _anthropic.assistant(b, line, mapping(record, "message"), calls, **side)
+                if s.model is None and event.model not in (None, _anthropic.SYNTHETIC_MODEL):
+                    s.model = event.model
+            elif kind == "user":
+                _anthropic.user(b, line, mapping(record, "message"), record.get("toolUseResult"), calls, **side)
+            elif kind in BOOKKEEPING:
+                subtype = mapping(record, "attachment").get("type") or record.get("subtype")
+                b.add(line, "system", f"{kind}.{subtype}" if isinstance(subtype, str) else str(kind),
+                      text=_bookkeeping_text(record), **side)
+            else:
+                b.raw(line, record, str(kind or ""))
+    s.usage = usage_sum(e.usage for e in s.events)
+    return b.finish()

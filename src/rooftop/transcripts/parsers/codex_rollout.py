@@ -1,0 +1,242 @@
+"""Codex CLI session rollouts (`$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl`).
+
+Every line is `{timestamp, type, payload}`. The timeline is the `response_item` lines (messages,
+reasoning summaries, function and custom tool calls with their outputs); `event_msg` lines add the
+human prompt (`user_message`), token counts, aborted turns and review mode, and echo the
+assistant's messages and reasoning (`agent_message`, `agent_reasoning`). An echo becomes a system
+event without text once its `response_item` twin is found, so nothing is counted or shown twice;
+where the session has `user_message` prompts, a user `response_item` that is none of them is
+context Codex injected (AGENTS.md, environment) and becomes a system event.
+
+Usage: `token_count` totals are cumulative and often repeated, so the session's usage is the last
+total, and each count that moves the total gives that call's `last_token_usage` to the call's last
+assistant event (or keeps it, where the call left none). The total starts
+again from zero when a session is resumed in a new process (and a review subagent's counts appear
+in between), so where that happened the per-event usage sums to more than the last total: the
+whole consumption, where the last total is only the latest process's. apply_patch
+calls (a `custom_tool_call`, or the legacy `apply_patch <<'PATCH'` inside a shell call) carry
+unified diffs, one per file, joined; the call's `file_path` is the first file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from rooftop.transcripts.build import Builder, arguments, count, items, mapping, string, text_of, when
+from rooftop.transcripts.diffs import Files, patch_diffs
+from rooftop.transcripts.events import Event, Session, TokenUsage, ToolCall, ToolResult
+from rooftop.transcripts.lines import Record
+
+FORMAT = "codex_rollout"
+PRIORITY = 20
+TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
+SHELLS = {"shell", "shell_command", "exec_command", "local_shell", "container.exec"}
+_EXIT = re.compile(r"^Exit code: (-?\d+)", re.MULTILINE)
+
+
+def sniff(records: list[Any]) -> bool:
+    return any(isinstance(r, dict) and string(r.get("type")) in TYPES and isinstance(r.get("payload"), dict)
+               and "timestamp" in r for r in records)
+
+
+def tokens(usage: Any) -> TokenUsage | None:
+    """An OpenAI usage object: `input_tokens` already counts the cached part, as ours does."""
+    if not isinstance(usage, dict):
+        return None
+    return TokenUsage(input=count(usage.get("input_tokens")), output=count(usage.get("output_tokens")),
+                      cache_read=count(usage.get("cached_input_tokens")),
+                      cache_write=count(usage.get("cache_write_input_tokens")),
+                      reasoning=count(usage.get("reasoning_output_tokens")))
+
+
+def _patch_text(args: Any) -> str | None:
+    """The patch of a shell call that runs apply_patch (`bash -lc "apply_patch <<'PATCH' ..."`)."""
+    if not isinstance(args, dict):
+        return None
+    command = args.get("command", args.get("cmd"))
+    parts = command if isinstance(command, list) else [command]
+    texts = [p for p in parts if isinstance(p, str)]
+    if not any("apply_patch" in t for t in texts):
+        return None
+    for text in texts:
+        if "*** Begin Patch" in text:
+            body = text[text.index("*** Begin Patch"):]
+            end = body.find("*** End Patch")
+            return body if end < 0 else body[:end + len("*** End Patch")]
+    return None
+
+
+def _with_patch(call: ToolCall, patch: str | None, files: Files) -> ToolCall:
+    diffs = patch_diffs(patch, files) if patch else []
+    if diffs:
+        call.file_path = diffs[0][0]
+        call.diff = "".join(diff for _, diff in diffs)
+    return call
+
+
+def _output(payload: dict[str, Any]) -> ToolResult:
+    """A tool's output: JSON text `{"output", "metadata": {"exit_code"}}` (shell, apply_patch), the
+    text `Exit code: N ...` (shell_command), or content parts."""
+    output = payload.get("output")
+    is_error = False
+    decoded = arguments(output) if isinstance(output, str) else output
+    if isinstance(decoded, dict) and "output" in decoded:
+        code = mapping(decoded, "metadata").get("exit_code")
+        is_error = isinstance(code, int) and code != 0
+        output = decoded["output"]
+    elif isinstance(output, str) and (match := _EXIT.match(output)) is not None:
+        is_error = match.group(1) != "0"
+    success = payload.get("success")
+    if success is False:
+        is_error = True
+    return ToolResult(call_id=string(payload.get("call_id")), content=text_of(output), is_error=is_error)
+
+
+def _review(payload: dict[str, Any]) -> str | None:
+    review = mapping(payload, "review_output")
+    findings = review.get("findings")
+    lines = [string(review.get("overall_explanation")) or ""]
+    lines += [f"- {text_of(f.get('title'))}" for f in items(findings) if isinstance(f, dict)]
+    return "\n".join(line for line in lines if line) or None
+
+
+class _Rollout:
+    def __init__(self, path: str | None) -> None:
+        self.b = Builder(FORMAT, path)
+        self.files = Files()
+        self.model: str | None = None
+        self.total: dict[str, Any] | None = None  # the last cumulative token_count
+        self.call_start = 0  # the first event after the last token_count: the next call's
+        self.ends: list[str] = []  # task_started / task_complete / turn_aborted, in order
+
+    def meta(self, line: int, payload: dict[str, Any], stamp: Any) -> None:
+        s = self.b.session
+        s.session_id = s.session_id or string(payload.get("id"))
+        s.cwd = s.cwd or string(payload.get("cwd"))
+        if s.agent is None and isinstance(payload.get("cli_version"), str):
+            origin = string(payload.get("originator"))
+            s.agent = f"codex {payload['cli_version']}" + (f" ({origin})" if origin else "")
+        source = payload.get("source")
+        text = f"source: {text_of(source)}" if source is not None else None
+        self.b.add(line, "system", "session_meta", text=text, timestamp=stamp)
+
+    def response(self, line: int, payload: dict[str, Any], stamp: Any) -> None:
+        kind = payload.get("type")
+        add, model = self.b.add, {"timestamp": stamp}
+        if kind == "message":
+            role = payload.get("role")
+            text = text_of(payload.get("content")) or None
+            if role == "assistant":
+                add(line, "assistant", "response_item.message", text=text, model=self.model, **model)
+            else:
+                add(line, "user" if role == "user" else "system", "response_item.message", text=text, **model)
+        elif kind == "reasoning":
+            summary = payload.get("summary")
+            parts = [text_of(part) for part in summary] if isinstance(summary, list) else []
+            thought = "\n\n".join(parts) or text_of(payload.get("content")) or None
+            add(line, "assistant", "response_item.reasoning", reasoning=thought, model=self.model, **model)
+        elif kind in ("function_call", "custom_tool_call", "local_shell_call", "web_search_call"):
+            name = string(payload.get("name")) or kind.removesuffix("_call")
+            raw = payload.get("arguments", payload.get("input", payload.get("action")))
+            call = ToolCall(id=string(payload.get("call_id")), name=name, arguments=arguments(raw))
+            if name == "apply_patch" and isinstance(raw, str):
+                _with_patch(call, raw, self.files)
+            elif name in SHELLS:
+                _with_patch(call, _patch_text(call.arguments), self.files)
+            add(line, "assistant", f"response_item.{kind}", tool_calls=[call], model=self.model, **model)
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            add(line, "tool", f"response_item.{kind}", tool_result=_output(payload), **model)
+        elif kind == "ghost_snapshot":
+            add(line, "system", "response_item.ghost_snapshot", **model)
+        else:
+            self.b.raw(line, {"type": "response_item", "payload": payload}, f"response_item.{kind}")
+
+    def event(self, line: int, payload: dict[str, Any], stamp: Any) -> None:
+        kind = payload.get("type")
+        add, at = self.b.add, {"timestamp": stamp}
+        name = f"event_msg.{kind}"
+        if kind == "user_message":
+            add(line, "user", name, text=string(payload.get("message")), **at)
+        elif kind == "agent_message":
+            add(line, "assistant", name, text=string(payload.get("message")), model=self.model, **at)
+        elif kind == "agent_reasoning":
+            add(line, "assistant", name, reasoning=string(payload.get("text")), model=self.model, **at)
+        elif kind == "token_count":
+            info = mapping(payload, "info")
+            cumulative = info.get("total_token_usage")
+            moved = isinstance(cumulative, dict) and cumulative != self.total
+            usage = tokens(info.get("last_token_usage")) if moved else None
+            if moved:
+                self.total = cumulative
+                if self.b.charge(usage, self.call_start, "response_item."):
+                    usage = None
+            add(line, "system", name, usage=usage, **at)
+            self.call_start = len(self.b.session.events)
+        elif kind in ("turn_aborted", "error", "stream_error"):
+            problem = string(payload.get("message")) or f"turn aborted: {payload.get('reason')}"
+            add(line, "error", name, text=problem, **at)
+            self.ends.append("aborted" if kind == "turn_aborted" else "error")
+        elif kind in ("task_started", "task_complete"):
+            last = string(payload.get("last_agent_message")) if kind == "task_complete" else None
+            add(line, "result" if kind == "task_complete" else "system", name, text=last, **at)
+            failed = kind == "task_complete" and payload.get("error") is not None
+            self.ends.append("error" if failed else kind)
+        elif kind in ("entered_review_mode", "exited_review_mode", "context_compacted"):
+            note = string(payload.get("user_facing_hint")) if kind == "entered_review_mode" else _review(payload)
+            add(line, "system", name, text=note if kind != "context_compacted" else "context compacted", **at)
+        else:
+            self.b.raw(line, {"type": "event_msg", "payload": payload}, name)
+
+    def parse(self, records: Iterable[Record]) -> Session:
+        for line, record in self.b.walk(records):
+            with self.b.guard(line, record):
+                kind, payload, stamp = record.get("type"), mapping(record, "payload"), when(record.get("timestamp"))
+                if kind == "session_meta":
+                    self.meta(line, payload, stamp)
+                elif kind == "turn_context":
+                    self.model = string(payload.get("model")) or self.model
+                    self.b.session.model = self.b.session.model or self.model
+                    self.b.add(line, "system", "turn_context", model=self.model, timestamp=stamp)
+                elif kind == "response_item":
+                    self.response(line, payload, stamp)
+                elif kind == "event_msg":
+                    self.event(line, payload, stamp)
+                elif kind == "compacted":
+                    self.b.add(line, "system", "compacted", text="context compacted", timestamp=stamp)
+                else:
+                    self.b.raw(line, record, str(kind or ""))
+        s = self.b.session
+        s.usage = tokens(self.total) or TokenUsage()
+        has_tasks = any(e.startswith("task_") for e in self.ends)  # older CLIs write no end of task
+        s.completed = self.ends[-1] == "task_complete" if has_tasks else None
+        _hide_echoes(s.events)
+        return self.b.finish()
+
+
+def _hide_echoes(events: list[Event]) -> None:
+    """`event_msg` echoes of `response_item` lines lose their text (see the module's docstring)."""
+    said = {e.text for e in events if e.kind == "response_item.message" and e.role == "assistant" and e.text}
+    thought = set()
+    for e in events:
+        if e.kind == "response_item.reasoning" and e.reasoning:
+            thought.add(e.reasoning)
+            thought.update(e.reasoning.split("\n\n"))
+    prompts = {e.text.strip() for e in events if e.kind == "event_msg.user_message" and e.text}
+    for e in events:
+        if e.kind == "event_msg.agent_message" and e.text in said:
+            e.role, e.text = "system", None
+        elif e.kind == "event_msg.agent_reasoning" and e.reasoning in thought:
+            e.role, e.reasoning = "system", None
+        elif e.kind == "response_item.message" and e.role == "user" and prompts:
+            if (e.text or "").strip() not in prompts:
+                e.role = "system"
+    heard = {e.text.strip() for e in events if e.kind == "response_item.message" and e.role == "user" and e.text}
+    for e in events:
+        if e.kind == "event_msg.user_message" and e.text and e.text.strip() in heard:
+            e.role, e.text = "system", None
+
+
+def parse(records: Iterable[Record], path: str | None = None) -> Session:
+    return _Rollout(path).parse(records)

@@ -1,0 +1,121 @@
+"""Kimi Code CLI's messages: `kimi --print --output-format stream-json` stdout, and the session's
+`context.jsonl`, which holds the same lines plus the user's prompts and bookkeeping roles.
+
+Each line is a bare chat message: `{"role": "assistant", "content": text or parts (text, think),
+"tool_calls": [...]}`, `{"role": "tool", "tool_call_id", "content"}`, `{"role": "user"}`, and in
+the context file `_checkpoint` and `_usage` (the context's size, not tokens spent). A tool result
+whose text starts `<system>ERROR` is an error. Edits diff from their arguments (StrReplaceFile's
+old/new snippets, WriteFile's content).
+
+These files carry no usage; the session's `wire.jsonl` does (one StatusUpdate per step, in step
+order), so `parse_files([context, wire])` takes each step's usage from it, in order onto the
+assistant messages, and the exact diffs of its tool results. Without a wire log, usage is empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rooftop.transcripts.build import Builder, arguments, count, items, mapping, string, text_of, usage_sum
+from rooftop.transcripts.diffs import Files
+from rooftop.transcripts.events import Session, ToolCall, ToolResult
+from rooftop.transcripts.lines import Record, head, records
+from rooftop.transcripts.parsers.kimi_wire import Wire
+from rooftop.transcripts.parsers.kimi_wire import sniff as wire_sniff
+
+FORMAT = "kimi"
+PRIORITY = 45
+ROLES = {"user", "assistant", "tool", "system", "_checkpoint", "_usage", "_system_prompt"}
+
+
+def sniff(records: list[Any]) -> bool:
+    return any(isinstance(r, dict) and string(r.get("role")) in ROLES and "type" not in r for r in records)
+
+
+def _call(raw: Any, files: Files) -> ToolCall:
+    function = mapping(raw, "function")
+    name = string(function.get("name")) or "?"
+    args = arguments(function.get("arguments"))
+    call = ToolCall(id=string(raw.get("id")) if isinstance(raw, dict) else None, name=name, arguments=args,
+                    subagent=name == "Task")
+    path = string(args.get("path")) if isinstance(args, dict) else None
+    if path is None or not isinstance(args, dict):
+        return call
+    if name == "WriteFile" and isinstance(args.get("content"), str):
+        call.file_path = path
+        if args.get("mode") == "append":
+            call.diff = files.write(path, (files.get(path) or "") + args["content"])
+        else:
+            call.diff = files.write(path, args["content"])
+    elif name == "StrReplaceFile":
+        edits = args.get("edit")
+        edits = edits if isinstance(edits, list) else [edits]
+        pairs = [(e.get("old"), e.get("new"), e.get("replace_all") is True) for e in edits if isinstance(e, dict)]
+        good = [(o, n, a) for o, n, a in pairs if isinstance(o, str) and isinstance(n, str)]
+        call.file_path = path
+        call.diff = files.edit(path, good) if good else None
+    return call
+
+
+def _content(value: Any) -> tuple[str | None, str | None]:
+    """(text, reasoning) of a message's content: a string, or text and think parts."""
+    if not isinstance(value, list):
+        return text_of(value) or None, None
+    texts = [text_of(p.get("text")) for p in value if isinstance(p, dict) and p.get("type") == "text"]
+    thoughts = [text_of(p.get("think")) for p in value if isinstance(p, dict) and p.get("type") == "think"]
+    others = [text_of(p) for p in value if not isinstance(p, dict) or p.get("type") not in ("text", "think")]
+    return "\n".join(t for t in texts + others if t) or None, "\n".join(t for t in thoughts if t) or None
+
+
+def parse(records: Iterable[Record], path: str | None = None, wire: Wire | None = None) -> Session:
+    b = Builder(FORMAT, path)
+    s = b.session
+    files = Files()
+    steps = iter(wire.steps.values()) if wire is not None else iter(())
+    for line, record in b.walk(records):
+        with b.guard(line, record):
+            role = record.get("role")
+            if role == "assistant":
+                text, thought = _content(record.get("content"))
+                calls = [_call(c, files) for c in items(record.get("tool_calls"))]
+                for call in calls:
+                    exact = wire.diffs.get(call.id or "") if wire is not None else None
+                    if exact is not None and exact[1]:
+                        call.file_path, call.diff = exact
+                b.add(line, "assistant", "assistant", text=text, reasoning=thought, tool_calls=calls,
+                      usage=next(steps, None))
+            elif role == "tool":
+                text, _ = _content(record.get("content"))
+                failed = (text or "").startswith("<system>ERROR")
+                result = ToolResult(call_id=string(record.get("tool_call_id")), content=text or "", is_error=failed)
+                b.add(line, "tool", "tool", tool_result=result)
+            elif role == "user":
+                b.add(line, "user", "user", text=_content(record.get("content"))[0])
+            elif role in ("system", "_system_prompt"):
+                b.add(line, "system", str(role), text=_content(record.get("content"))[0])
+            elif role == "_usage":
+                size = count(record.get("token_count"))
+                b.add(line, "system", "_usage", text=f"context: {size} tokens" if size is not None else None)
+            elif role == "_checkpoint":
+                b.add(line, "system", "_checkpoint", text=f"checkpoint {record.get('id')}")
+            else:
+                b.raw(line, record, str(role or record.get("type") or ""))
+    s.usage = usage_sum(e.usage for e in s.events)
+    s.agent = "kimi"
+    return b.finish()
+
+
+def parse_files(paths: Sequence[str | Path]) -> Session:
+    """A session from its message file (context.jsonl or stream-json stdout) and any wire log among
+    `paths`, told apart by their content; the wire log gives usage and diffs."""
+    wire, main = None, None
+    for path in paths:
+        if wire_sniff([value for _, value in head(path, 5)]):
+            wire = Wire().read(records(path))
+        elif main is None:
+            main = path
+    if main is None:
+        return Session(format=FORMAT)
+    return parse(records(main), str(main), wire)

@@ -1,0 +1,634 @@
+"""Transcript parsers: every format read into one event model, told apart by content.
+
+Real transcripts (shared/fixtures/transcripts, or the folder ROOFTOP_TRANSCRIPT_FIXTURES names) are
+the arbiter: each is detected as its format, every record lands in an event or a problem, and the
+usage totals equal what the file itself says, computed here independently of the parsers. Small
+files written by the tests cover what the real ones lack: bad and cut-off lines, unknown records,
+rooftop's own transcript, and the fake CLIs' output.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rooftop.transcripts.detect import choose, detect, load, parse_file
+from rooftop.transcripts.diffs import paths
+from rooftop.transcripts.events import Session, TokenUsage
+from rooftop.transcripts.parsers import kimi, registry
+
+VARIABLE = "ROOFTOP_TRANSCRIPT_FIXTURES"
+FIXTURES = Path(os.environ.get(VARIABLE) or Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "transcripts")
+FAKES = Path(__file__).parent / "fakes" / "agents"
+PROMPT = "# Make it fast\n\nWrite `ModelNew` in solution.py.\n"
+
+# the format each fixture file is, by the start of its path under the fixtures folder
+EXPECTED = {"claude/": "claude", "claude_native/": "claude_native", "codex/rollout_": "codex_rollout",
+            "codex/exec-json_": "codex_exec", "codex/exec-text_": "codex_text", "kimi/context_": "kimi",
+            "kimi/wire_": "kimi_wire", "opencode/": "opencode", "_synthetic/agent-sessions_codex": "codex_rollout",
+            "_synthetic/takopi_codex_exec": "codex_exec"}
+
+
+def _fixture_files() -> list[Path]:
+    if not FIXTURES.is_dir():
+        return []
+    return sorted(p for p in FIXTURES.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".txt"))
+
+
+needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(),
+                                    reason=f"no transcript fixtures at {FIXTURES}; set {VARIABLE} to their folder")
+
+
+def fixture(relative: str) -> Path:
+    path = FIXTURES / relative
+    if not path.is_file():
+        pytest.skip(f"fixture {relative} missing under {FIXTURES} (set {VARIABLE})")
+    return path
+
+
+def expected_format(path: Path) -> str | None:
+    relative = path.relative_to(FIXTURES).as_posix()
+    return next((fmt for prefix, fmt in EXPECTED.items() if relative.startswith(prefix)), None)
+
+
+def json_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def write(path: Path, *records: Any, tail: str = "") -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records) + tail)
+    return path
+
+
+def added(usages: Any) -> TokenUsage:
+    out = TokenUsage()
+    for usage in usages:
+        out = out.add(usage)
+    return out
+
+
+def accounted(session: Session) -> set[int]:
+    return {e.line for e in session.events if e.line is not None} | {p.line for p in session.problems}
+
+
+# --- the real transcripts -----------------------------------------------------------------------------------
+
+FILES = _fixture_files()
+
+
+@needs_fixtures
+@pytest.mark.parametrize("path", FILES or [None], ids=[p.relative_to(FIXTURES).as_posix() for p in FILES] or ["none"])
+def test_fixture_is_detected_and_every_record_accounted_for(path):
+    fmt = detect(path)
+    assert fmt == (expected_format(path) or fmt) and fmt != "unknown"
+    session = parse_file(path)
+    assert session.format == fmt and session.events and not session.problems
+    if fmt == "codex_text":  # plain text: every line counted, each section an event at its marker
+        assert session.lines == len(path.read_text().splitlines())
+        return
+    lines = [n for n, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
+    assert session.lines == len(lines)
+    assert accounted(session) == set(lines)  # nothing silently dropped
+    assert [e.index for e in session.events] == list(range(len(session.events)))
+
+
+def _anthropic(usage: dict[str, Any]) -> TokenUsage:
+    read, write_ = usage.get("cache_read_input_tokens", 0), usage.get("cache_creation_input_tokens", 0)
+    return TokenUsage(input=usage["input_tokens"] + read + write_, output=usage["output_tokens"], cache_read=read,
+                      cache_write=write_)
+
+
+@needs_fixtures
+@pytest.mark.parametrize("name", ["cc2.1.104_harbor_pdfminer_agent-subagent.jsonl",
+                                  "cc2.1.179_harbor_sonnet46_mcp-tools.jsonl"])
+def test_claude_usage_is_the_result_lines(name):
+    path = fixture(f"claude/{name}")
+    result = json_lines(path)[-1]
+    session = load(path)
+    models = result["modelUsage"].values()
+    assert session.usage == TokenUsage(
+        input=sum(m["inputTokens"] + m["cacheReadInputTokens"] + m["cacheCreationInputTokens"] for m in models),
+        output=sum(m["outputTokens"] for m in models), cache_read=sum(m["cacheReadInputTokens"] for m in models),
+        cache_write=sum(m["cacheCreationInputTokens"] for m in models))
+    assert session.cost_usd == result["total_cost_usd"] and session.completed is True
+    assert session.duration_s == result["duration_ms"] / 1000 and session.final_text == result["result"]
+    # result.usage is the main thread's: what its messages say, once per message id
+    main = {r["message"]["id"]: r["message"]["usage"] for r in json_lines(path)
+            if r["type"] == "assistant" and not r.get("parent_tool_use_id")}
+    counted = added(e.usage for e in session.events if e.usage and not e.sidechain)
+    assert counted.input == _anthropic(result["usage"]).input == sum(_anthropic(u).input for u in main.values())
+
+
+@needs_fixtures
+def test_claude_subagent_events_point_at_the_agent_call():
+    path = fixture("claude/cc2.1.104_harbor_pdfminer_agent-subagent.jsonl")
+    session = load(path)
+    agents = [c for e in session.events for c in e.tool_calls if c.subagent]
+    assert [c.name for c in agents] == ["Agent"]
+    side_lines = {n for n, r in enumerate(json_lines(path), 1) if r.get("parent_tool_use_id")}
+    assert len(side_lines) == 43
+    assert {e.line for e in session.events if e.sidechain} == side_lines
+    assert {e.parent for e in session.events if e.sidechain} == {agents[0].id}
+    tasks = [e for e in session.events if e.kind.startswith("system.task_")]
+    assert {e.parent for e in tasks} == {agents[0].id, None}  # the background Bash task is no subagent
+    answer = next(e for e in session.events if e.tool_result and e.tool_result.call_id == agents[0].id)
+    assert not answer.sidechain and answer.parent is None
+
+
+@needs_fixtures
+def test_claude_edits_carry_diffs_from_their_structured_patch():
+    session = load(fixture("claude/cc2.1.104_harbor_pdfminer_agent-subagent.jsonl"))
+    edits = [c for e in session.events for c in e.tool_calls if c.name in ("Edit", "Write")]
+    assert len(edits) == 7 and all(c.file_path and c.diff for c in edits)
+    first = edits[0].diff or ""
+    assert first.startswith("--- /testbed/pdfminer/pdfdocument.py\n+++ /testbed/pdfminer/pdfdocument.py\n@@ -1052,16")
+    assert "+            label = format_int_alpha(value).lower()\n" in first
+    write_ = edits[-1]
+    assert write_.name == "Write" and (write_.diff or "").startswith("--- /dev/null\n+++ /testbed/skills/")
+
+
+@needs_fixtures
+def test_claude_native_usage_once_per_message_id():
+    for name in ("ca4291e5_main_session.jsonl", "ca4291e5_subagents_agent-a90795522da6172b3.jsonl"):
+        path = fixture(f"claude_native/{name}")
+        usages = {r["message"]["id"]: r["message"]["usage"] for r in reversed(json_lines(path))
+                  if r["type"] == "assistant"}
+        session = load(path)
+        assert session.usage == added(_anthropic(u) for u in usages.values())
+        assert session.session_id == "ca4291e5-5178-4fdb-972b-f6b4d6c26a65"
+    side = load(fixture("claude_native/ca4291e5_subagents_agent-a90795522da6172b3.jsonl"))
+    assert all(e.sidechain for e in side.events)
+
+
+def _codex(usage: dict[str, Any]) -> TokenUsage:
+    return TokenUsage(input=usage["input_tokens"], output=usage["output_tokens"],
+                      cache_read=usage["cached_input_tokens"], reasoning=usage.get("reasoning_output_tokens"))
+
+
+@needs_fixtures
+@pytest.mark.parametrize("name", ["rollout_0.77.0_cli_shell_command-apply_patch-review.jsonl",
+                                  "rollout_0.77.0_review-subagent.jsonl"])
+def test_codex_rollout_usage_is_the_last_cumulative_count(name):
+    path = fixture(f"codex/{name}")
+    infos = [r["payload"]["info"] for r in json_lines(path)
+             if r["type"] == "event_msg" and r["payload"]["type"] == "token_count" and r["payload"]["info"]]
+    session = load(path)
+    assert session.usage == _codex(infos[-1]["total_token_usage"])
+    # each change of the total is one call: its own usage, counted once, also across restarts of the count
+    changes = [b["last_token_usage"] for a, b in zip([None, *infos], infos, strict=False)
+               if a is None or a["total_token_usage"] != b["total_token_usage"]]
+    calls = added(e.usage for e in session.events if e.usage)
+    assert calls.output == sum(u["output_tokens"] for u in changes) >= session.usage.output
+    assert session.model and session.model.startswith("gpt-") and session.agent == "codex 0.77.0 (codex_cli_rs)"
+
+
+@needs_fixtures
+def test_codex_apply_patch_gives_diffs_with_file_paths():
+    session = load(fixture("codex/rollout_0.77.0_cli_shell_command-apply_patch-review.jsonl"))
+    patches = [c for e in session.events for c in e.tool_calls if c.name == "apply_patch"]
+    assert len(patches) == 33
+    for call in patches:
+        assert call.file_path and call.diff and call.diff.startswith("--- ")
+        assert paths(call.diff)[0] == call.file_path
+    assert any("\n+" in (c.diff or "") and "\n-" in (c.diff or "") for c in patches)
+
+
+@needs_fixtures
+def test_codex_rollout_echoes_are_not_shown_twice():
+    session = load(fixture("codex/rollout_0.77.0_cli_shell_command-apply_patch-review.jsonl"))
+    said = Counter(e.text for e in session.events if e.role == "assistant" and e.text)
+    assert said and max(said.values()) == 1  # agent_message echoes lost their text
+    prompts = [e for e in session.events if e.role == "user"]
+    assert len(prompts) == 58 and not any((e.text or "").startswith("<environment_context>") for e in prompts)
+    assert any(e.role == "error" and e.kind == "event_msg.turn_aborted" for e in session.events)
+
+
+@needs_fixtures
+@pytest.mark.parametrize("name", ["codex/exec-json_0.46.0_stream-output-4.jsonl",
+                                  "codex/exec-json_0.46.0_stream-output-5.jsonl",
+                                  "_synthetic/takopi_codex_exec_json_all_formats.jsonl"])
+def test_codex_exec_usage_sums_the_turns(name):
+    path = fixture(name)
+    turns = [r["usage"] for r in json_lines(path) if r["type"] == "turn.completed"]
+    session = load(path)
+    assert session.usage == TokenUsage(input=sum(u["input_tokens"] for u in turns),
+                                       output=sum(u["output_tokens"] for u in turns),
+                                       cache_read=sum(u["cached_input_tokens"] for u in turns))
+    failed = json_lines(path)[-1]["type"] == "error"
+    assert session.completed is (not failed)
+
+
+@needs_fixtures
+def test_codex_exec_items_become_calls_and_results():
+    session = load(fixture("_synthetic/takopi_codex_exec_json_all_formats.jsonl"))
+    results = {e.tool_result.call_id: e.tool_result for e in session.events if e.tool_result}
+    calls = {c.id: c for e in session.events for c in e.tool_calls}
+    assert set(results) == set(calls) == {"item_1", "item_2", "item_3", "item_4", "item_5", "item_6", "item_7"}
+    assert results["item_2"].is_error and results["item_6"].is_error and not results["item_1"].is_error
+    assert calls["item_3"].file_path == "src/compute_answer.py" and calls["item_5"].name == "github/search_issues"
+
+
+@needs_fixtures
+def test_codex_text_is_a_minimal_session():
+    session = load(fixture("codex/exec-text_0.104.0_stdout.txt"))
+    assert (session.model, session.session_id) == ("gpt-5.3-codex", "019c7adc-0a32-7580-8fcd-edae787ff0b1")
+    kinds = Counter(e.kind for e in session.events)
+    assert kinds["user"] == 1 and kinds["codex"] == 8 and kinds["thinking"] == 12 and kinds["file update"] == 11
+    result = session.events[-1]
+    assert result.role == "result" and result.raw == {"tokens_used": 72962} and session.completed
+    patches = [c for e in session.events for c in e.tool_calls if c.name == "apply_patch"]
+    assert len(patches) == 2 and all(c.diff and c.file_path and c.file_path.endswith("test_pattern_app.cpp")
+                                     for c in patches)
+    assert (session.final_text or "").startswith("Implemented with minimal changes")
+
+
+@needs_fixtures
+@pytest.mark.parametrize("name", ["run-json_edit-todowrite.jsonl", "run-json_task-subagents_write.jsonl"])
+def test_opencode_usage_sums_the_steps(name):
+    path = fixture(f"opencode/{name}")
+    steps = [r["part"] for r in json_lines(path) if r["type"] == "step_finish"]
+    session = load(path)
+    read = sum(s["tokens"]["cache"]["read"] for s in steps)
+    write_ = sum(s["tokens"]["cache"]["write"] for s in steps)
+    assert session.usage == TokenUsage(input=sum(s["tokens"]["input"] for s in steps) + read + write_,
+                                       output=sum(s["tokens"]["output"] for s in steps), cache_read=read,
+                                       cache_write=write_, reasoning=sum(s["tokens"]["reasoning"] for s in steps))
+    assert session.cost_usd == pytest.approx(sum(s["cost"] for s in steps))
+    charged = [e for e in session.events if e.usage]  # each step's tokens once, on its last assistant event
+    assert added(e.usage for e in charged) == session.usage and charged[0].role == "assistant"
+
+
+@needs_fixtures
+def test_opencode_keeps_every_run_of_a_file():
+    path = fixture("opencode/run-json_task-subagents_write.jsonl")
+    records = json_lines(path)
+    order = list(dict.fromkeys(r["sessionID"] for r in records))
+    session = load(path)
+    assert len(order) == 3 and [e.text for e in session.events if e.kind == "session"] == order
+    assert session.session_id == order[0]
+    for ident in order:  # each run's records all became events
+        lines = {n for n, r in enumerate(records, 1) if r["sessionID"] == ident}
+        assert lines <= {e.line for e in session.events}
+    tasks = [c for e in session.events for c in e.tool_calls if c.name == "task"]
+    assert len(tasks) == 15 and all(c.subagent for c in tasks)
+    writes = [c for e in session.events for c in e.tool_calls if c.name == "write"]
+    assert writes and all((c.diff or "").startswith("--- /dev/null\n") for c in writes)
+
+
+@needs_fixtures
+def test_opencode_edit_diff_is_taken_as_given():
+    path = fixture("opencode/run-json_edit-todowrite.jsonl")
+    given = [r["part"]["state"]["metadata"]["diff"] for r in json_lines(path)
+             if r["type"] == "tool_use" and r["part"]["tool"] == "edit"]
+    edits = [c for e in load(path).events for c in e.tool_calls if c.name == "edit"]
+    assert given and [c.diff for c in edits] == given and all(c.file_path for c in edits)
+
+
+@needs_fixtures
+def test_kimi_usage_comes_from_its_wire_log():
+    context = fixture("kimi/context_072b243f_think-shell-edits.jsonl")
+    wire = fixture("kimi/wire_072b243f_same-session.jsonl")
+    steps = {r["message"]["payload"]["message_id"]: r["message"]["payload"]["token_usage"] for r in json_lines(wire)
+             if r.get("message", {}).get("type") == "StatusUpdate"}
+    read = sum(u["input_cache_read"] for u in steps.values())
+    expected = TokenUsage(input=sum(u["input_other"] + u["input_cache_read"] + u["input_cache_creation"]
+                                    for u in steps.values()),
+                          output=sum(u["output"] for u in steps.values()), cache_read=read,
+                          cache_write=sum(u["input_cache_creation"] for u in steps.values()))
+    alone = load(wire)
+    assert alone.usage == expected == added(e.usage for e in alone.events if e.usage)
+    assert all(e.role == "assistant" for e in alone.events if e.usage)
+    together = kimi.parse_files([context, wire])
+    assert together.usage == expected and load(context).usage == expected  # the sibling wire log is found
+    assistant = [e for e in together.events if e.role == "assistant"]
+    assert all(e.usage for e in assistant) and len(assistant) == len(steps)
+    assert parse_file(context).usage == TokenUsage()  # alone, the context file has none
+    edits = [c for e in together.events for c in e.tool_calls if c.name in ("StrReplaceFile", "WriteFile")]
+    assert len(edits) == 24 and all(c.diff and c.file_path for c in edits)
+    assert any(e.reasoning for e in assistant) and sum(1 for e in together.events if e.role == "user") == 12
+
+
+# --- robustness, on files written here ------------------------------------------------------------------------
+
+INIT = {"type": "system", "subtype": "init", "session_id": "s1", "uuid": "u0", "cwd": "/w", "model": "m",
+        "claude_code_version": "2.1.0", "tools": []}
+
+
+def _assistant(ident: str, *blocks: dict[str, Any], parent: str | None = None) -> list[dict[str, Any]]:
+    usage = {"input_tokens": 5, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 10, "output_tokens": 7}
+    return [{"type": "assistant", "session_id": "s1", "uuid": f"{ident}-{i}", "parent_tool_use_id": parent,
+             "message": {"id": ident, "model": "m", "role": "assistant", "content": [block], "usage": usage}}
+            for i, block in enumerate(blocks)]
+
+
+def test_a_malformed_middle_line_is_a_problem_at_its_line(tmp_path):
+    path = write(tmp_path / "t.jsonl", INIT, "{not json", *_assistant("a1", {"type": "text", "text": "hi"}))
+    session = load(path)
+    assert session.format == "claude" and session.lines == 3
+    assert [(p.line, p.message.split(":")[0]) for p in session.problems] == [(2, "not JSON")]
+    assert [e.line for e in session.events] == [1, 3] and session.events[1].text == "hi"
+
+
+def test_a_cut_off_last_line_is_a_problem_and_the_rest_stands(tmp_path):
+    path = write(tmp_path / "t.jsonl", INIT, *_assistant("a1", {"type": "text", "text": "hi"}),
+                 tail='{"type":"result","subtype":"succ')
+    session = load(path)
+    assert [p.line for p in session.problems] == [3] and "cut off" in session.problems[0].message
+    assert session.completed is False and session.usage == TokenUsage(input=115, output=7, cache_read=100,
+                                                                      cache_write=10)
+
+
+def test_unknown_records_are_kept_raw(tmp_path):
+    odd = {"type": "rate_limit_event", "session_id": "s1", "detail": {"x": 1}}
+    path = write(tmp_path / "t.jsonl", INIT, odd, [1, 2], *_assistant("a1", {"type": "text", "text": "hi"}))
+    session = load(path)
+    raw = [e for e in session.events if e.role == "raw"]
+    assert [(e.line, e.raw) for e in raw] == [(2, odd), (3, [1, 2])]
+    assert accounted(session) == {1, 2, 3, 4}
+    nothing = write(tmp_path / "n.jsonl", {"hello": "world"}, "plain words")
+    other = load(nothing)
+    assert other.format == "unknown" and [e.raw for e in other.events] == [{"hello": "world"}]
+    assert [p.line for p in other.problems] == [2]
+
+
+def test_detection_reads_past_a_long_run_of_hook_lines(tmp_path):
+    hooks = [{"type": "system", "subtype": "hook_started", "hook_id": str(i), "hook_name": "SessionStart",
+              "hook_event": "SessionStart"} for i in range(45)]
+    path = write(tmp_path / "t.jsonl", *hooks, INIT, *_assistant("a1", {"type": "text", "text": "hi"}))
+    assert detect(path) == "claude"
+    assert load(path).events[0].kind == "system.hook_started"
+
+
+def test_huge_lines_are_fine(tmp_path):
+    big = "x" * 5_000_000
+    path = write(tmp_path / "t.jsonl", INIT, *_assistant("a1", {"type": "text", "text": big}))
+    assert load(path).events[1].text == big
+
+
+def test_claude_diffs_follow_the_file_through_writes_and_edits(tmp_path):
+    write_ = {"type": "tool_use", "id": "t1", "name": "Write", "input": {"file_path": "k.py", "content": "a\nb\nc\n"}}
+    edit = {"type": "tool_use", "id": "t2", "name": "Edit",
+            "input": {"file_path": "k.py", "old_string": "b", "new_string": "B"}}
+    blind = {"type": "tool_use", "id": "t3", "name": "Edit",
+             "input": {"file_path": "other.py", "old_string": "x = 1", "new_string": "x = 2"}}
+    failed = {"type": "tool_use", "id": "t4", "name": "Edit",
+              "input": {"file_path": "k.py", "old_string": "c", "new_string": "C"}}
+    error = {"type": "user", "session_id": "s1", "uuid": "r4", "parent_tool_use_id": None,
+             "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t4",
+                                                       "content": "no such string", "is_error": True}]}}
+    again = {"type": "tool_use", "id": "t5", "name": "Write", "input": {"file_path": "k.py", "content": "a\nB\nc\nd\n"}}
+    path = write(tmp_path / "t.jsonl", INIT, *_assistant("a1", write_, edit, blind, failed), error,
+                 *_assistant("a2", again))
+    calls = {c.id: c for e in load(path).events for c in e.tool_calls}
+    assert calls["t1"].diff == "--- /dev/null\n+++ b/k.py\n@@ -0,0 +1,3 @@\n+a\n+b\n+c\n"
+    assert calls["t2"].diff == "--- a/k.py\n+++ b/k.py\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n"
+    assert calls["t3"].diff == "--- a/other.py\n+++ b/other.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+    assert calls["t4"].diff is None  # its result is an error: nothing changed
+    assert calls["t5"].diff == "--- a/k.py\n+++ b/k.py\n@@ -1,3 +1,4 @@\n a\n B\n c\n+d\n"
+
+
+def test_claude_subagent_lines_from_a_constructed_stream(tmp_path):
+    agent = {"type": "tool_use", "id": "ag1", "name": "Task", "input": {"prompt": "look", "subagent_type": "x"}}
+    path = write(tmp_path / "t.jsonl", INIT, *_assistant("a1", agent),
+                 {"type": "system", "subtype": "task_started", "task_id": "t", "tool_use_id": "ag1",
+                  "task_type": "local_agent", "session_id": "s1", "uuid": "x"},
+                 *_assistant("a2", {"type": "text", "text": "inside"}, parent="ag1"))
+    session = load(path)
+    assert session.events[1].tool_calls[0].subagent
+    assert (session.events[2].parent, session.events[2].sidechain) == ("ag1", False)
+    assert (session.events[3].parent, session.events[3].sidechain) == ("ag1", True)
+    assert session.usage == TokenUsage(input=230, output=14, cache_read=200, cache_write=20)  # two ids, once each
+
+
+def test_legacy_shell_apply_patch_gives_a_diff(tmp_path):
+    patch = ("*** Begin Patch\n*** Add File: new.py\n+print(1)\n*** Update File: new.py\n@@\n-print(1)\n+print(2)\n"
+             "*** End Patch")
+    call = {"type": "function_call", "name": "shell", "call_id": "c1",
+            "arguments": json.dumps({"command": ["bash", "-lc", f"apply_patch <<'PATCH'\n{patch}\nPATCH\n"]})}
+    path = write(tmp_path / "rollout.jsonl",
+                 {"timestamp": "2025-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "x", "cwd": "/w"}},
+                 {"timestamp": "2025-01-01T00:00:01Z", "type": "response_item", "payload": call})
+    (found,) = [c for e in load(path).events for c in e.tool_calls]
+    assert found.file_path == "new.py"
+    assert found.diff == ("--- /dev/null\n+++ b/new.py\n@@ -0,0 +1 @@\n+print(1)\n"
+                          "--- a/new.py\n+++ b/new.py\n@@ -1 +1 @@\n-print(1)\n+print(2)\n")
+
+
+def test_rooftop_own_transcript(tmp_path):
+    from rooftop.agents import transcript as written
+
+    out = io.StringIO()
+    writer = written.TranscriptWriter(out)
+    writer.emit(written.StartEvent(version="0.1.0", model="qwen", tools=["run_kernel", "read_file", "finish"],
+                                   max_turns=5))
+    writer.emit(written.MessageEvent(role="system", content="You write fast GPU kernels."))
+    writer.emit(written.MessageEvent(role="user", content=PROMPT))
+    for n, code in enumerate(["x = 1\n", "x = 2\n"]):
+        call = written.ToolCallRecord(id=f"c{n}", name="run_kernel", arguments=json.dumps({"code": code}))
+        usage = written.TokenUsage(input_tokens=100, output_tokens=10, cache_read_tokens=50)
+        writer.emit(written.MessageEvent(role="assistant", reasoning="think", tool_calls=[call], usage=usage))
+        writer.emit(written.MessageEvent(role="tool", tool_call_id=f"c{n}", content="bench: ok"))
+    writer.emit(written.ErrorEvent(message="rate limited", fatal=False, status=429))
+    writer.emit(written.ResultEvent(finished=True, reason="finish", turns=2, input_tokens=200, output_tokens=20,
+                                    cache_read_tokens=100, wall_s=3.5))
+    path = tmp_path / "transcript.jsonl"
+    path.write_text(out.getvalue())
+    session = load(path)
+    assert session.format == "rooftop" and session.model == "qwen" and session.agent == "rooftop 0.1.0"
+    assert [e.role for e in session.events] == ["system", "system", "user", "assistant", "tool", "assistant", "tool",
+                                                "error", "result"]
+    assert session.usage == TokenUsage(input=200, output=20, cache_read=100) and session.completed
+    first, second = (c for e in session.events for c in e.tool_calls)
+    assert first.diff == "--- /dev/null\n+++ b/solution.py\n@@ -0,0 +1 @@\n+x = 1\n"
+    assert second.diff == "--- a/solution.py\n+++ b/solution.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+    assert session.duration_s == 3.5 and session.events[7].kind == "error.retried"
+    cut = write(tmp_path / "cut.jsonl", *out.getvalue().splitlines()[:5], tail='{"type":"mess')
+    killed = load(cut)
+    assert killed.completed is False and killed.usage == TokenUsage(input=100, output=10, cache_read=50)
+
+
+def test_cursor_stream(tmp_path):
+    base = {"session_id": "c1"}
+    path = write(tmp_path / "t.jsonl",
+                 {"type": "system", "subtype": "init", "apiKeySource": "login", "cwd": "/w", "model": "Sonnet",
+                  "permissionMode": "default", **base},
+                 {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "go"}]}, **base},
+                 {"type": "thinking", "subtype": "delta", "text": "let me ", **base},
+                 {"type": "thinking", "subtype": "delta", "text": "look", **base},
+                 {"type": "thinking", "subtype": "completed", **base},
+                 {"type": "tool_call", "subtype": "started", "call_id": "t1",
+                  "tool_call": {"editToolCall": {"args": {"path": "/w/a.py", "streamContent": "x = 1\n"}}}, **base},
+                 {"type": "tool_call", "subtype": "completed", "call_id": "t1",
+                  "tool_call": {"editToolCall": {"args": {"path": "/w/a.py"}, "result": {"success": {
+                      "path": "/w/a.py", "beforeFullFileContent": "x = 0\n", "afterFullFileContent": "x = 1\n"}}}},
+                  **base},
+                 {"type": "tool_call", "subtype": "completed", "call_id": "t2",
+                  "tool_call": {"shellToolCall": {"args": {"command": "false"},
+                                                  "result": {"failure": {"exitCode": 1, "stderr": "no"}}}}, **base},
+                 {"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": "done"}]},
+                  **base},
+                 {"type": "result", "subtype": "success", "is_error": False, "result": "done", "duration_ms": 1500,
+                  "usage": {"inputTokens": 100, "outputTokens": 20, "cacheReadTokens": 300, "cacheWriteTokens": 5},
+                  **base})
+    assert detect(path) == "cursor"
+    session = load(path)
+    assert session.usage == TokenUsage(input=405, output=20, cache_read=300, cache_write=5) and session.completed
+    thinking = [e for e in session.events if e.kind == "thinking"]
+    assert [(e.line, e.reasoning) for e in thinking] == [(3, "let me look")]
+    edit = next(c for e in session.events for c in e.tool_calls if c.name == "edit")
+    assert edit.diff == "--- /w/a.py\n+++ /w/a.py\n@@ -1 +1 @@\n-x = 0\n+x = 1\n"
+    shell = next(e.tool_result for e in session.events if e.tool_result and e.tool_result.call_id == "t2")
+    assert shell.is_error and session.final_text == "done" and session.duration_s == 1.5
+
+
+def test_gemini_stream(tmp_path):
+    at = {"timestamp": "2025-10-01T00:00:00Z"}
+    path = write(tmp_path / "t.jsonl", {"type": "init", "session_id": "g1", "model": "gemini-2.5-pro", **at},
+                 {"type": "message", "role": "user", "content": "go", **at},
+                 {"type": "message", "role": "assistant", "content": "Wri", "delta": True, **at},
+                 {"type": "message", "role": "assistant", "content": "ting.", "delta": True, **at},
+                 {"type": "tool_use", "tool_name": "write_file", "tool_id": "w1",
+                  "parameters": {"file_path": "a.py", "content": "x = 1\n"}, **at},
+                 {"type": "tool_result", "tool_id": "w1", "status": "success", "output": "ok", **at},
+                 {"type": "tool_result", "tool_id": "w2", "status": "error",
+                  "error": {"type": "x", "message": "denied"}, **at},
+                 {"type": "result", "status": "success", "stats": {"total_tokens": 1300, "input_tokens": 1200,
+                  "output_tokens": 100, "cached": 800, "input": 400, "duration_ms": 5000, "tool_calls": 2}, **at})
+    assert detect(path) == "gemini"
+    session = load(path)
+    assert session.usage == TokenUsage(input=1200, output=100, cache_read=800) and session.completed
+    assert [e.text for e in session.events if e.role == "assistant" and e.text] == ["Writing."]
+    assert session.events[2].line == 3 and len(session.events) == 7  # the two fragments are one event
+    (created,) = [c for e in session.events for c in e.tool_calls]
+    assert created.diff == "--- /dev/null\n+++ b/a.py\n@@ -0,0 +1 @@\n+x = 1\n"
+    assert [e.tool_result.is_error for e in session.events if e.tool_result] == [False, True]
+
+
+def test_every_parser_survives_every_fixture_and_garbage(tmp_path):
+    garbage = write(tmp_path / "g.jsonl", {"type": 3, "payload": [], "message": "x", "part": None, "role": {}},
+                    [], "nope", {"type": "item.completed", "item": {"type": "command_execution"}}, tail="{")
+    for path in [garbage, *FILES]:
+        for parser in registry().values():
+            session = parser.read(path)
+            assert session.format == parser.format
+
+
+def test_records_of_unexpected_shapes_never_stop_a_parser():
+    rng = random.Random(7)
+    odd = [None, 0, -1, 2.5, True, "", "x", [], {}, [None], {"a": None}, [1, 2]]
+
+    def mutate(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: rng.choice(odd) if rng.random() < 0.2 else mutate(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [rng.choice(odd) if rng.random() < 0.2 else mutate(v) for v in value]
+        return value
+
+    real = [json.loads(line) for path in FILES if path.suffix == ".jsonl" for line in path.read_text().splitlines()]
+    for parser in registry().values():
+        picked = [mutate(r) for r in rng.sample(real, min(len(real), 150))]
+        session = parser(enumerate(picked, 1))
+        assert session.lines == len(picked)
+        if not parser.text:  # a text format's events sit at its section markers only
+            assert accounted(session) == set(range(1, len(picked) + 1))
+
+
+def test_a_record_a_parser_trips_over_costs_only_that_record(tmp_path, monkeypatch):
+    from rooftop.transcripts.parsers import claude
+
+    def trip(record: dict[str, Any]) -> str:
+        raise KeyError("surprise")
+
+    monkeypatch.setattr(claude, "_system_text", trip)
+    path = write(tmp_path / "t.jsonl", INIT, *_assistant("a1", {"type": "text", "text": "hi"}))
+    session = load(path)
+    assert [p.line for p in session.problems] == [1] and "KeyError" in session.problems[0].message
+    assert [(e.line, e.role) for e in session.events] == [(1, "raw"), (2, "assistant")]
+
+
+# --- the fake CLIs ------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def workspace(tmp_path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "solution.py").write_text("class ModelNew:\n    pass\n")
+    for tool in ("check", "bench"):
+        (ws / tool).write_text(f"#!/bin/sh\necho '{tool}: all shapes ok'\nexit 0\n")
+        (ws / tool).chmod(0o755)
+    return ws
+
+
+def _run(argv: list[str], workspace: Path, out: Path, **env: str) -> None:
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "/usr/bin:/bin")])
+    with out.open("wb") as stream:
+        done = subprocess.run([sys.executable, *argv], cwd=workspace, stdout=stream, stderr=subprocess.PIPE,
+                              env={"PATH": path, "HOME": str(workspace.parent), **env}, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+
+
+def test_fake_claude_stream(workspace, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    _run([str(FAKES / "claude"), "-p", "--output-format", "stream-json", "--verbose", "--model", "honest", "--",
+          PROMPT], workspace, run / "transcript.jsonl")
+    choice = choose(run)
+    assert choice is not None and choice.format == "claude" and choice.path.name == "transcript.jsonl"
+    session = load(run)
+    calls = 4  # edit, ./check, ./bench, the answer
+    assert session.usage == TokenUsage(input=calls * 1105, output=calls * 40, cache_read=calls * 1000,
+                                       cache_write=calls * 100)
+    assert added(e.usage for e in session.events if e.usage) == session.usage  # once per message id
+    assert session.completed and session.cost_usd == 0.004 and session.final_text == "Done."
+    (edit,) = [c for e in session.events for c in e.tool_calls if c.name == "Edit"]
+    assert edit.file_path == "solution.py" and "+# tuned" in (edit.diff or "")
+    results = [e.tool_result.content for e in session.events if e.tool_result]
+    assert "check: all shapes ok\n" in results and "bench: all shapes ok\n" in results
+
+
+def test_fake_codex_run_folder_prefers_its_rollout(workspace, tmp_path):
+    run, home = tmp_path / "run", tmp_path / "codex-home"
+    run.mkdir()
+    home.mkdir()
+    _run([str(FAKES / "codex"), "exec", "--json", "--skip-git-repo-check", "-C", str(workspace), "-m", "honest",
+          "--", PROMPT], workspace, run / "transcript.jsonl", CODEX_HOME=str(home))
+    (rollout,) = home.rglob("rollout-*.jsonl")
+    (run / rollout.name).write_bytes(rollout.read_bytes())
+    stream = parse_file(run / "transcript.jsonl")
+    assert stream.format == "codex_exec" and stream.completed
+    assert stream.usage == TokenUsage(input=4000, output=200, cache_read=3200)
+    choice = choose(run)
+    assert choice is not None and choice.format == "codex_rollout" and choice.path.name == rollout.name
+    session = load(run)
+    assert session.format == "codex_rollout" and session.model == "honest" and session.session_id == stream.session_id
+    assert session.usage == TokenUsage(input=4000, output=200, cache_read=3200, reasoning=40)
+    (patch,) = [c for e in session.events for c in e.tool_calls if c.name == "apply_patch"]
+    assert patch.file_path == "solution.py" and "+# tuned" in (patch.diff or "")
+    assert session.completed is True and [e.text for e in session.events if e.role == "user"] == [PROMPT]
+
+
+def test_kimi_run_folder_reads_context_and_wire(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    write(run / "transcript.jsonl", {"role": "assistant", "content": "done"})
+    write(run / "context.jsonl", {"role": "_checkpoint", "id": 0}, {"role": "user", "content": "go"},
+          {"role": "assistant", "content": [{"type": "think", "think": "hm"}, {"type": "text", "text": "done"}]})
+    write(run / "wire.jsonl", {"type": "metadata", "protocol_version": "1.3"},
+          {"timestamp": 1.0, "message": {"type": "StatusUpdate", "payload": {"message_id": "m1", "token_usage": {
+              "input_other": 10, "input_cache_read": 90, "input_cache_creation": 0, "output": 5}}}})
+    choice = choose(run)
+    assert choice is not None and choice.path.name == "context.jsonl"
+    assert [p.name for p in choice.extra] == ["wire.jsonl"]
+    session = load(run)
+    assert session.usage == TokenUsage(input=100, output=5, cache_read=90, cache_write=0)
+    assert [(e.role, e.text, e.reasoning) for e in session.events if e.role in ("user", "assistant")] == [
+        ("user", "go", None), ("assistant", "done", "hm")]
