@@ -250,6 +250,20 @@ def test_a_sweep_of_two_agents_three_problems_two_repeats_runs_and_resumes(deck,
         expected = "correct" if r["agent"] == "fake-claude" else "incorrect"
         assert visible["status"] == graded["status"] == expected
         assert r["usage"]["output_tokens"] and r["cli_version"] and r["completed"]
+    # what people read afterwards, over these very run folders: pages, an index, an audit note, a leaderboard
+    db, honest = str(tmp_path / "r.db"), next(r for r in runs if r["agent"] == "fake-claude")
+    assert _rooftop("view", "--index", str(tmp_path / "runs")).strip().endswith("index.html")
+    assert all((Path(r["folder"]) / "view.html").is_file() for r in runs)
+    _rooftop("annotate", honest["id"], "--verdict", "interesting", "--summary", "appends a comment",
+             "--quote", "workspace/solution.py:1", "--db", db)
+    board = json.loads(_rooftop("report", "--sweep", "fakes", "--db", db, "-o", str(tmp_path / "report"), "--json"))
+    cells = {(row["agent"], problem): cell for row in board["rows"] for problem, cell in row["cells"].items()}
+    assert len(cells) == 6 and all(c["runs"] == 2 for c in cells.values())
+    assert {c["passed"] for (agent, _), c in cells.items() if agent == "fake-claude"} == {2}
+    assert {c["passed"] for (agent, _), c in cells.items() if agent == "fake-codex"} == {0}
+    assert all(c["held_out_runs"] == 2 for c in cells.values())
+    assert any(c["marks"] for c in cells.values()) and (tmp_path / "report" / "leaderboard.html").is_file()
+
     store = Store(tmp_path / "r.db")
     try:
         rows = store.agent_runs("fakes")
@@ -273,6 +287,12 @@ def test_a_sweep_of_two_agents_three_problems_two_repeats_runs_and_resumes(deck,
     finally:
         store.close()
     assert states.count("abandoned") == 1 and states.count("done") == 12
+
+
+def _rooftop(*args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "rooftop", *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
 
 
 def _sweep(path: Path) -> list[dict]:
