@@ -28,18 +28,6 @@ MARKS: dict[str, str] = {"reward_hack": "‡", "rubric_leak": "†", "bug": "§"
 
 MAX_QUOTE_CHARS = 20_000  # a transcript line can be megabytes: the note keeps this much of it
 
-TABLE = """
-CREATE TABLE IF NOT EXISTS annotations (
-    id INTEGER PRIMARY KEY,
-    run_id TEXT NOT NULL REFERENCES agent_runs(id),
-    created_at TEXT NOT NULL,
-    verdict TEXT NOT NULL,
-    annotation_json TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS annotations_by_run ON annotations(run_id);
-"""
-
-
 class Quote(BaseModel):
     file: str  # relative to the run folder
     start: int  # first line, 1-based
@@ -59,25 +47,13 @@ class Annotation(BaseModel):
 
 def save(store: Store, annotation: Annotation) -> int:
     """Append one note; its id."""
-    db = store.transaction()
-    db.executescript(TABLE)
-    with db:
-        cur = db.execute("INSERT INTO annotations (run_id, created_at, verdict, annotation_json) VALUES (?, ?, ?, ?)",
-                         (annotation.run_id, annotation.created_at, annotation.verdict,
-                          annotation.model_dump_json(exclude={"id"})))
-    assert cur.lastrowid is not None
-    return int(cur.lastrowid)
+    return store.save_annotation(annotation.run_id, annotation.created_at, annotation.verdict,
+                                 annotation.model_dump_json(exclude={"id"}))
 
 
 def annotations(store: Store, run_id: str | None = None) -> list[Annotation]:
-    """Every note (or one run's), oldest first; none in a store that never had one."""
-    db = store.transaction()
-    if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'annotations'").fetchone() is None:
-        return []
-    query = "SELECT id, annotation_json FROM annotations"
-    rows = (db.execute(query + " WHERE run_id = ? ORDER BY id", (run_id,)) if run_id is not None
-            else db.execute(query + " ORDER BY id"))
-    return [Annotation.model_validate({**json.loads(text), "id": ident}) for ident, text in rows]
+    """Every note (or one run's), oldest first."""
+    return [Annotation.model_validate({**json.loads(text), "id": ident}) for ident, text in store.annotations(run_id)]
 
 
 # -- finding the run and checking quotes ---------------------------------------------------------

@@ -176,10 +176,7 @@ class StoredBaseline:
 
 def stored_baselines(store: Store, deck: str | None) -> list[StoredBaseline]:
     """The timed rows (events, not graphs), oldest first: a later row of the same key wins."""
-    db = store.transaction()
-    rows = db.execute("SELECT problem, problem_version, device, device_name, shape, kind, mode, median_s "
-                      "FROM baselines WHERE median_s IS NOT NULL AND graphs = 0 ORDER BY id")
-    return [StoredBaseline(*row) for row in rows if in_deck(row[0], deck)]
+    return [StoredBaseline(*row) for row in store.timed_baselines() if in_deck(row[0], deck)]
 
 
 def load(store: Store, sweep: str | None,

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 # 2: baselines and hardware_profiles; 3: jobs and sources; 4: sessions (each added by CREATE IF NOT EXISTS,
 # no migration)
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -150,6 +150,14 @@ CREATE TABLE IF NOT EXISTS agent_runs (
     record_json TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS agent_runs_by_sweep ON agent_runs(sweep, state);
+CREATE TABLE IF NOT EXISTS annotations (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES agent_runs(id),
+    created_at TEXT NOT NULL,
+    verdict TEXT NOT NULL,
+    annotation_json TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS annotations_by_run ON annotations(run_id);
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, queued_at);
 CREATE INDEX IF NOT EXISTS baselines_by_key ON baselines(problem, problem_version, device_name, torch);
 CREATE INDEX IF NOT EXISTS evaluations_by_problem ON evaluations(problem, problem_version, status);
@@ -374,9 +382,32 @@ class Store:
                 else self._db.execute(query + " ORDER BY rowid"))
         return [(r[0], r[1], r[2]) for r in rows]
 
+    # -- audit notes on agent runs (report/annotations.py) --------------------------------------
+    def save_annotation(self, run_id: str, created_at: str, verdict: str, annotation_json: str) -> int:
+        with self._db:
+            cur = self._db.execute("INSERT INTO annotations (run_id, created_at, verdict, annotation_json) "
+                                   "VALUES (?, ?, ?, ?)", (run_id, created_at, verdict, annotation_json))
+        assert cur.lastrowid is not None
+        return int(cur.lastrowid)
+
+    def annotations(self, run_id: str | None = None) -> list[tuple[int, str]]:
+        """(id, document) of every note, or of one run's, oldest first."""
+        query = "SELECT id, annotation_json FROM annotations"
+        rows = (self._db.execute(query + " WHERE run_id = ? ORDER BY id", (run_id,)) if run_id is not None
+                else self._db.execute(query + " ORDER BY id"))
+        return [(int(r[0]), r[1]) for r in rows]
+
+    def timed_baselines(self) -> list[tuple[str, int, str, str, str, str, str, float]]:
+        """Every baseline row with a time, timed by events (not graphs), oldest first: (problem,
+        problem_version, device, device_name, shape, kind, mode, median_s). Unlike `baselines`, it
+        needs no platform, so a reader that never imports torch can use it."""
+        return [tuple(r) for r in self._db.execute(
+            "SELECT problem, problem_version, device, device_name, shape, kind, mode, median_s FROM baselines "
+            "WHERE median_s IS NOT NULL AND graphs = 0 ORDER BY id")]
+
     def count(self, table: str = "evaluations") -> int:
         if table not in {"runs", "evaluations", "shape_results", "baselines", "hardware_profiles", "jobs", "sources",
-                         "sessions", "agent_runs"}:
+                         "sessions", "agent_runs", "annotations"}:
             raise ValueError(table)
         return int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 
