@@ -70,7 +70,8 @@ def main() -> None:
 
 
 def summarise(runs: list[dict], db: Path, wall: float, agents: int) -> dict:
-    calls = [json.loads(line) for r in runs for line in (Path(r["folder"]) / "calls.jsonl").read_text().splitlines()]
+    per_run = [_calls_of(r) for r in runs]
+    calls = [c for run_calls in per_run for c in run_calls]
     store = sqlite3.connect(db)
     intervals = []
     for (document,) in store.execute("SELECT verdict_json FROM evaluations"):
@@ -88,7 +89,7 @@ def summarise(runs: list[dict], db: Path, wall: float, agents: int) -> dict:
 
     per_tool = {tool: {"latency_s": spread([c["wall_s"] for c in calls if c["tool"] == tool])}
                 for tool in ("check", "bench")}
-    outside = [r["wall_s"] - sum(c["wall_s"] for c in _calls_of(r)) for r in runs]
+    outside = [r["wall_s"] - sum(c["wall_s"] for c in run_calls) for r, run_calls in zip(runs, per_run)]
     return {
         "device": _device(), "runs": len(runs), "concurrency": agents, "sweep_wall_s": round(wall, 1),
         "tools": per_tool, "agent_time_outside_tools_s": spread(outside),

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from rooftop.integrity.sandbox import SYSTEM_PATHS, SandboxKind, bwrap_path, python_paths, require_bwrap
+from rooftop.integrity.sandbox import SYSTEM_PATHS, SandboxKind, bwrap_path, python_paths, require_bwrap, ro_binds
 from rooftop.pipeline.spawn import PACKAGE
 
 # variables an agent process inherits whatever its config says: no secrets among them
@@ -38,12 +38,7 @@ def agent_sandbox(kind: SandboxKind | str, *, workspace: Path, home: Path, gatew
         return AgentSandbox(SandboxKind.none, [], warning)
     args = [binary, "--die-with-parent", "--unshare-all", "--share-net", "--new-session", "--cap-drop", "ALL",
             "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-    bound: list[Path] = []
-    for path in [*map(Path, SYSTEM_PATHS), *python_paths(), PACKAGE, *readable]:
-        path = Path(path)
-        if path.exists() and not any(path == b or b in path.parents for b in bound):
-            args += ["--ro-bind", str(path), str(path)]
-            bound.append(path)
+    args += ro_binds([*map(Path, SYSTEM_PATHS), *python_paths(), PACKAGE, *readable])
     for path in (workspace, home, gateway):
         args += ["--bind", str(path), str(path)]
     # the root bwrap builds is a tmpfs: read-only too, so the only writable places are the three

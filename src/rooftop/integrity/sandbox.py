@@ -16,6 +16,7 @@ import re
 import resource
 import shutil
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -148,20 +149,7 @@ def plan(kind: SandboxKind | str, *, scratch: Path, writable: list[Path], readab
 def _bwrap_args(binary: str, scratch: Path, writable: list[Path], readable: list[Path], device: str) -> list[str]:
     args = [binary, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL",
             "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-    bound: list[Path] = []
-
-    def bind(flag: str, path: Path) -> None:
-        path = Path(path)
-        if path.exists() and not any(path == b or b in path.parents for b in bound if flag == "--ro-bind"):
-            args.extend([flag, str(path), str(path)])
-            bound.append(path)
-
-    for system in SYSTEM_PATHS:
-        bind("--ro-bind", Path(system))
-    for entry in python_paths():
-        bind("--ro-bind", entry)
-    for path in readable:
-        bind("--ro-bind", path)
+    args += ro_binds([*map(Path, SYSTEM_PATHS), *python_paths(), *readable])
     for path in [scratch, *writable]:
         path.mkdir(parents=True, exist_ok=True)
         args.extend(["--bind", str(path), str(path)])
@@ -169,6 +157,18 @@ def _bwrap_args(binary: str, scratch: Path, writable: list[Path], readable: list
         for node in sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri/*")):
             args.extend(["--dev-bind", node, node])
     args.extend(["--chdir", str(scratch), "--"])
+    return args
+
+
+def ro_binds(paths: Iterable[Path]) -> list[str]:
+    """bwrap's read-only binds of the paths that exist, in order; one inside a folder already bound
+    is skipped (bound once, by its folder)."""
+    args: list[str] = []
+    bound: list[Path] = []
+    for path in map(Path, paths):
+        if path.exists() and not any(path == b or b in path.parents for b in bound):
+            args += ["--ro-bind", str(path), str(path)]
+            bound.append(path)
     return args
 
 

@@ -15,15 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from rooftop.agents.adapters.base import Adapter, Launch, Usage
-from rooftop.agents.adapters.jsonl import count, mapping, objects
+from rooftop.agents.adapters.jsonl import count, last_of_type, mapping
 
 
 def _result(transcript: Path) -> dict[str, Any] | None:
-    result = None
-    for record in objects(transcript):
-        if record.get("type") == "result":
-            result = record
-    return result
+    return last_of_type(transcript, "result")
 
 
 class GeminiAdapter(Adapter):

@@ -15,6 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from rooftop.agents.adapters.base import Usage
+from rooftop.transcripts.build import amount, count, mapping, total
+
+# the safe readers of reported figures are the transcripts package's; adapters take them from here
+__all__ = ["add", "amount", "count", "last_of_type", "last_value", "mapping", "objects", "total", "values"]
 
 _TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
 
@@ -39,6 +43,15 @@ def objects(path: Path) -> Iterator[dict[str, Any]]:
     return (value for value in values(path) if isinstance(value, dict))
 
 
+def last_of_type(path: Path, kind: str) -> dict[str, Any] | None:
+    """The last object whose `type` is `kind` (a CLI's closing `result` line), or None."""
+    last = None
+    for record in objects(path):
+        if record.get("type") == kind:
+            last = record
+    return last
+
+
 def last_value(path: Path) -> Any:
     last = None
     for value in values(path):
@@ -46,23 +59,10 @@ def last_value(path: Path) -> Any:
     return last
 
 
-def count(value: object) -> int | None:
-    """A token or turn count as reported, or None where the field is absent or not a count."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        return None
-    return int(value)
 
 
-def amount(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        return None
-    return float(value)
 
 
-def total(*parts: int | None) -> int | None:
-    """The sum of the counts that were reported; None when none was."""
-    known = [p for p in parts if p is not None]
-    return sum(known) if known else None
 
 
 def add(usages: Iterable[Usage]) -> Usage:
@@ -75,8 +75,3 @@ def add(usages: Iterable[Usage]) -> Usage:
             out.cost_usd = (out.cost_usd or 0.0) + usage.cost_usd
     return out
 
-
-def mapping(record: dict[str, Any], key: str) -> dict[str, Any]:
-    """`record[key]` where it is an object, else an empty one: for walking nested events safely."""
-    value = record.get(key)
-    return value if isinstance(value, dict) else {}
