@@ -89,6 +89,9 @@ class Policy(Strict):
     allow_torch_ops: bool = True
     extra_imports: list[str] = []
     min_kernel_share: Annotated[float, Field(ge=0.0, le=1.0)] | None = None  # GPU time in the solution's own kernels
+    # kernel-to-kernel tasks: the solution stays in the starter's language (its kernels are Triton
+    # `@triton.jit` functions, or CUDA C++ built by load_inline / .cu files), and calls no library compute
+    language: Literal["triton", "cuda"] | None = None
 
 
 class ProblemSpec(Strict):
@@ -110,6 +113,9 @@ class ProblemSpec(Strict):
     # baselines this problem does not time, each with the reason shown in its place (eager is
     # always timed: it is the paired reference of every verdict)
     skip_baselines: dict[Literal["compile", "sota"], Annotated[str, Field(min_length=1)]] = {}
+    # what the speedup is measured against: the eager reference, or (kernel-to-kernel tasks) the
+    # problem's starter solution, `starter/solution.py`, timed as its own baseline
+    baseline: Literal["eager", "starter"] = "eager"
     kernelbench: bool = False  # loaded from a single file: get_inputs() takes no shape arguments
     # Where `flops` and `bytes` come from. `exact`: formulas the problem's author wrote.
     # `estimated`: counted by rooftop for a problem that came without formulas (a KernelBench file):
