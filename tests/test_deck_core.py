@@ -102,7 +102,8 @@ def test_problem_is_complete_and_hides_its_held_out_shapes(name):
         for shape in spec.select("held_out"):
             assert shape.name not in prompt
             for value in shape.params.values():
-                if isinstance(value, int) and not isinstance(value, bool) and value >= 10 and value not in visible_values:
+                distinctive = isinstance(value, int) and not isinstance(value, bool) and value >= 10
+                if distinctive and value not in visible_values:
                     assert not re.search(rf"(?<![\d.]){value}(?![\d.])", prompt), (shape.name, value)
 
 
@@ -134,16 +135,19 @@ def test_zeros_a_constant_and_the_identity_fail(name):
     for shape in problem.spec.smoke:
         _, _, inputs, out = _reference(problem, shape)
         outs = as_outputs(out)
-
-        def fake(fill):
-            made = [fill(o) if isinstance(o, torch.Tensor) else o for o in outs]
-            return made[0] if len(made) == 1 and not isinstance(out, (list, tuple)) else type(out)(made)
-
-        assert compare_outputs(problem.spec, out, fake(torch.zeros_like), inputs), "zeros pass"
-        assert compare_outputs(problem.spec, out, fake(lambda o: torch.full_like(o, 1)), inputs), "a constant passes"
+        assert compare_outputs(problem.spec, out, _fake(out, torch.zeros_like), inputs), "zeros pass"
+        assert compare_outputs(problem.spec, out, _fake(out, lambda o: torch.full_like(o, 1)), inputs), \
+            "a constant passes"
         first = inputs[0] if isinstance(inputs[0], torch.Tensor) else None
         if first is not None and first.shape == outs[0].shape:
-            assert compare_outputs(problem.spec, out, fake(lambda o: first.to(o.dtype)), inputs), "the identity passes"
+            assert compare_outputs(problem.spec, out, _fake(out, lambda o, x=first: x.to(o.dtype)), inputs), \
+                "the identity passes"
+
+
+def _fake(out: Any, fill) -> Any:
+    """The reference's output structure with every tensor replaced by `fill(tensor)`."""
+    made = [fill(o) if isinstance(o, torch.Tensor) else o for o in as_outputs(out)]
+    return made[0] if len(made) == 1 and not isinstance(out, (list, tuple)) else type(out)(made)
 
 
 @pytest.mark.parametrize("name", NAMES)

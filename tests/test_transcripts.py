@@ -175,19 +175,28 @@ def _codex(usage: dict[str, Any]) -> TokenUsage:
 
 
 @needs_fixtures
-@pytest.mark.parametrize("name", ["rollout_0.77.0_cli_shell_command-apply_patch-review.jsonl",
-                                  "rollout_0.77.0_review-subagent.jsonl"])
-def test_codex_rollout_usage_is_the_last_cumulative_count(name):
+@pytest.mark.parametrize("name,resumed", [("rollout_0.77.0_cli_shell_command-apply_patch-review.jsonl", True),
+                                          ("rollout_0.77.0_review-subagent.jsonl", False)])
+def test_codex_rollout_usage_counts_every_call_once_across_restarts_of_the_total(name, resumed):
     path = fixture(f"codex/{name}")
     infos = [r["payload"]["info"] for r in json_lines(path)
              if r["type"] == "event_msg" and r["payload"]["type"] == "token_count" and r["payload"]["info"]]
     session = load(path)
-    assert session.usage == _codex(infos[-1]["total_token_usage"])
-    # each change of the total is one call: its own usage, counted once, also across restarts of the count
-    changes = [b["last_token_usage"] for a, b in zip([None, *infos], infos, strict=False)
-               if a is None or a["total_token_usage"] != b["total_token_usage"]]
+    # each change of the total is one call: its own usage, counted once
+    moves = [(a, b) for a, b in zip([None, *infos], infos, strict=False)
+             if a is None or a["total_token_usage"] != b["total_token_usage"]]
+    changes = [b["last_token_usage"] for _, b in moves]
+    went_back = any(a is not None and b["total_token_usage"]["input_tokens"] < a["total_token_usage"]["input_tokens"]
+                    for a, b in moves)
+    assert went_back is resumed
     calls = added(e.usage for e in session.events if e.usage)
-    assert calls.output == sum(u["output_tokens"] for u in changes) >= session.usage.output
+    assert calls.output == sum(u["output_tokens"] for u in changes)
+    last = _codex(infos[-1]["total_token_usage"])
+    if resumed:  # the last total is only the latest process's: the session's usage is every call's
+        assert session.usage == added(_codex(u) for u in changes)
+        assert session.usage.input > last.input and session.usage.output > last.output
+    else:
+        assert session.usage == last
     assert session.model and session.model.startswith("gpt-") and session.agent == "codex 0.77.0 (codex_cli_rs)"
 
 
@@ -632,3 +641,25 @@ def test_kimi_run_folder_reads_context_and_wire(tmp_path):
     assert session.usage == TokenUsage(input=100, output=5, cache_read=90, cache_write=0)
     assert [(e.role, e.text, e.reasoning) for e in session.events if e.role in ("user", "assistant")] == [
         ("user", "go", None), ("assistant", "done", "hm")]
+
+
+def test_a_resumed_codex_rollout_counts_both_processes(tmp_path):
+    def count(total_in, total_out, last_in, last_out):
+        info = {"total_token_usage": {"input_tokens": total_in, "cached_input_tokens": 0, "output_tokens": total_out},
+                "last_token_usage": {"input_tokens": last_in, "cached_input_tokens": 0, "output_tokens": last_out}}
+        return {"timestamp": "2026-01-01T00:00:00Z", "type": "event_msg",
+                "payload": {"type": "token_count", "info": info}}
+
+    meta = {"timestamp": "2026-01-01T00:00:00Z", "type": "session_meta",
+            "payload": {"id": "s", "cli_version": "0.77.0", "originator": "codex_cli_rs"}}
+    # first process: two calls (100/10, then 150/20); resumed: the total starts again at one call of 200/30
+    path = write(tmp_path / "rollout.jsonl", meta, count(100, 10, 100, 10), count(100, 10, 100, 10),
+                 count(250, 30, 150, 20), count(200, 30, 200, 30))
+    session = load(path)
+    assert (session.usage.input, session.usage.output) == (450, 60)
+    from rooftop.agents.adapters.codex import rollout_usage
+    usage = rollout_usage(path)
+    assert usage is not None and (usage.input_tokens, usage.output_tokens, usage.turns) == (450, 60, 3)
+    # without a restart the last total stands
+    plain = write(tmp_path / "plain.jsonl", meta, count(100, 10, 100, 10), count(250, 30, 150, 20))
+    assert (load(plain).usage.input, load(plain).usage.output) == (250, 30)

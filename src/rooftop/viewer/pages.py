@@ -59,6 +59,7 @@ class Item:
 def _environment() -> Environment:
     env = Environment(loader=PackageLoader("rooftop.viewer", "templates"), autoescape=True,  # agents write any text
                       trim_blocks=True, lstrip_blocks=True)
+    env.filters["problem"] = problem_label
     env.filters["pretty"] = lambda value: json.dumps(value, indent=1, ensure_ascii=False, default=str)
     return env
 
@@ -127,8 +128,13 @@ def run_page(target: Path) -> str:
         turns=turns, tool_calls=tool_calls, solution=_solution(folder) if folder else [],
         verdicts=_verdicts(folder) if folder else [], calls=_calls(folder) if folder else [],
         run_json=code(record.model_dump_json(indent=1), language="json") if record else None,
-        title=(f"{record.agent} · {record.model or 'default'} · {record.problem} · {record.repeat}" if record
-               else target.name))
+        title=(f"{record.agent} · {record.model or 'default'} · {problem_label(record.problem)} · {record.repeat}"
+               if record else target.name))
+
+
+def problem_label(problem: str) -> str:
+    """A deck problem's name as it is; a problem given by its path, by its folder's name."""
+    return Path(problem).name if problem.startswith("/") else problem
 
 
 def write_run_page(target: Path, out: Path | None = None) -> Path:

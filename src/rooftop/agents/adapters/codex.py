@@ -5,10 +5,10 @@ that does not exist, so it is made here). The prompt goes last, after `--`, so t
 happens to start with a subcommand's name (`resume`, `review`) is still read as the prompt.
 
 Usage: the stream's `turn.completed` events carry each turn's tokens, summed. The session's
-rollout file under `$CODEX_HOME/sessions/YYYY/MM/DD/` is better where it exists: its `token_count`
-events hold cumulative totals (take the last, never sum), reasoning tokens included, and it is
-written as the session goes, so a killed session still has one. Each change of that total is one
-model call.
+rollout file under `$CODEX_HOME/sessions/YYYY/MM/DD/` is better where it exists: it counts
+reasoning tokens and is written as the session goes, so a killed session still has one. It is read
+by the transcript parser, which totals its cumulative `token_count` events (a resumed process's
+restart included); each change of that total is one model call.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 
 from rooftop.agents.adapters.base import Adapter, Launch, Usage
 from rooftop.agents.adapters.jsonl import add, count, mapping, objects
+from rooftop.transcripts.detect import parse_file
 
 ROLLOUT_PREFIX = "rollout-"
 
@@ -34,22 +35,15 @@ def tokens(usage: dict[str, Any]) -> Usage:
 
 
 def rollout_usage(rollout: Path) -> Usage | None:
-    """The last cumulative total of one rollout and the number of model calls it took; None if it has none."""
-    last: dict[str, Any] | None = None
-    calls = 0
-    for record in objects(rollout):
-        payload = mapping(record, "payload")
-        if record.get("type") != "event_msg" or payload.get("type") != "token_count":
-            continue
-        cumulative = mapping(payload, "info").get("total_token_usage")
-        if isinstance(cumulative, dict):
-            calls += cumulative != last
-            last = cumulative
-    if last is None:
+    """One rollout's tokens, as the transcript parser totals them, and its number of model calls;
+    None if it counted none."""
+    session = parse_file(rollout, "codex_rollout")
+    calls = sum(1 for event in session.events if event.usage is not None)
+    if not calls:
         return None
-    usage = tokens(last)
-    usage.turns = calls
-    return usage
+    total = session.usage
+    return Usage(input_tokens=total.input, output_tokens=total.output, cache_read_tokens=total.cache_read,
+                 reasoning_tokens=total.reasoning, turns=calls)
 
 
 class CodexAdapter(Adapter):

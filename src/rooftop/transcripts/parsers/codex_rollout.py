@@ -8,12 +8,12 @@ event without text once its `response_item` twin is found, so nothing is counted
 where the session has `user_message` prompts, a user `response_item` that is none of them is
 context Codex injected (AGENTS.md, environment) and becomes a system event.
 
-Usage: `token_count` totals are cumulative and often repeated, so the session's usage is the last
-total, and each count that moves the total gives that call's `last_token_usage` to the call's last
-assistant event (or keeps it, where the call left none). The total starts
-again from zero when a session is resumed in a new process (and a review subagent's counts appear
-in between), so where that happened the per-event usage sums to more than the last total: the
-whole consumption, where the last total is only the latest process's. apply_patch
+Usage: `token_count` totals are cumulative and often repeated, so each count that moves the total
+gives that call's `last_token_usage` to the call's last assistant event (or keeps it, where the
+call left none), and the session's usage is the last total. The total starts again from zero when a
+session is resumed in a new process (and a review subagent's counts appear in between), so where
+the total ever went back, the last total is only the latest process's: the session's usage is then
+the sum of every call's usage, the whole consumption. apply_patch
 calls (a `custom_tool_call`, or the legacy `apply_patch <<'PATCH'` inside a shell call) carry
 unified diffs, one per file, joined; the call's `file_path` is the first file.
 """
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import reduce
 from typing import Any
 
 from rooftop.transcripts.build import Builder, arguments, count, items, mapping, string, text_of, when
@@ -102,12 +103,18 @@ def _review(payload: dict[str, Any]) -> str | None:
     return "\n".join(line for line in lines if line) or None
 
 
+def _input(total: dict[str, Any] | None) -> int:
+    return count((total or {}).get("input_tokens")) or 0
+
+
 class _Rollout:
     def __init__(self, path: str | None) -> None:
         self.b = Builder(FORMAT, path)
         self.files = Files()
         self.model: str | None = None
         self.total: dict[str, Any] | None = None  # the last cumulative token_count
+        self.calls: list[TokenUsage] = []  # each model call's own usage, in order
+        self.went_back = False  # a total below the one before it: a resumed process, a subagent
         self.call_start = 0  # the first event after the last token_count: the next call's
         self.ends: list[str] = []  # task_started / task_complete / turn_aborted, in order
 
@@ -169,7 +176,9 @@ class _Rollout:
             moved = isinstance(cumulative, dict) and cumulative != self.total
             usage = tokens(info.get("last_token_usage")) if moved else None
             if moved:
+                self.went_back = self.went_back or _input(cumulative) < _input(self.total)
                 self.total = cumulative
+                self.calls.append(usage or TokenUsage())
                 if self.b.charge(usage, self.call_start, "response_item."):
                     usage = None
             add(line, "system", name, usage=usage, **at)
@@ -208,7 +217,7 @@ class _Rollout:
                 else:
                     self.b.raw(line, record, str(kind or ""))
         s = self.b.session
-        s.usage = tokens(self.total) or TokenUsage()
+        s.usage = (reduce(TokenUsage.add, self.calls) if self.went_back else tokens(self.total)) or TokenUsage()
         has_tasks = any(e.startswith("task_") for e in self.ends)  # older CLIs write no end of task
         s.completed = self.ends[-1] == "task_complete" if has_tasks else None
         _hide_echoes(s.events)
