@@ -134,9 +134,10 @@ def _fast_p(board: Leaderboard, entries: list[Entry], colors: dict[str, str], st
     by_row: dict[str, list[Entry]] = defaultdict(list)
     for entry in entries:
         by_row[entry.row].append(entry)
-    fastest = max((e.speedup for e in entries if e.correct and e.speedup), default=1.0)
-    top = max(2.0, fastest * 1.1)
-    grid = [top * i / 400 for i in range(401)]
+    speeds = [e.speedup for e in entries if e.correct and e.speedup]
+    top = max(2.0, max(speeds, default=1.0) * 1.1)
+    low = min(0.1, min(speeds, default=1.0) * 0.9)  # below every speedup: the curve starts at the correct share
+    grid = [low * (top / low) ** (i / 400) for i in range(401)]  # speedups span decades: a log axis
     fig = Figure(figsize=(7, 4.2))
     ax = fig.add_subplot()
     for row in board.rows:
@@ -145,7 +146,9 @@ def _fast_p(board: Leaderboard, entries: list[Entry], colors: dict[str, str], st
             ax.step(grid, [sum(fast(e, p) for e in mine) / len(mine) for p in grid], where="post",
                     color=colors[row.label], label=f"{row.label} (n={len(mine)})")
     ax.axvline(1.0, color="#999999", linestyle=":", linewidth=1)
-    ax.set_xlim(0, top)
+    ax.set_xscale("log")
+    ax.set_xlim(low, top)
+    _plain(ax.xaxis, "x")
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("p: speedup over eager")
     ax.set_ylabel("fast_p: correct and faster than p x eager")

@@ -4,6 +4,7 @@ linked relative to the page), both from the same tables so the two never disagre
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from jinja2 import Environment
 
@@ -138,7 +139,7 @@ def _about(board: Leaderboard) -> str:
     source = f"{runs} finished agent runs" if board.source == "agent_runs" else f"{runs} evaluations (no agent runs)"
     scope = "".join([f", deck {board.deck}" if board.deck else "", f", sweep {board.sweep}" if board.sweep else ""])
     devices = ", ".join(board.devices) or "no device"
-    return f"From {board.db}{scope}: {source} on {devices}; made {board.created_at}."
+    return f"From {Path(board.db).name}{scope}: {source} on {devices}; made {board.created_at}."
 
 
 def _md_row(cells: list[str]) -> str:
