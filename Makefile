@@ -16,7 +16,7 @@ lint: setup
 	$(VENV)/bin/mypy
 
 test: setup lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=30
 
 test-gpu: setup
 	$(PY) -m pytest -q -m gpu

@@ -147,6 +147,9 @@ class Verdict(BaseModel):
     status: Status
     reward: float | None
     reward_fn: str = "default"
+    # what the reward's speedup is over: the paired eager reference, or (kernel-to-kernel tasks) the
+    # starter kernel's stored baseline on this platform (`rooftop baselines` times it)
+    baseline: Literal["eager", "starter"] = "eager"
     problem: str
     problem_version: int
     solution: str

@@ -35,11 +35,10 @@ TOOLS = ("check", "bench")
 
 
 def starter(problem: Problem) -> str:
-    """The problem's `starter.py` where it has one (kernel-to-kernel tasks start from a kernel),
-    else its reference with `Model` renamed `ModelNew`: correct from the first ./check."""
-    own = problem.root / "starter.py"
-    if own.is_file():
-        return own.read_text()
+    """The problem's `starter/solution.py` where it has one (kernel-to-kernel tasks start from a
+    kernel), else its reference with `Model` renamed `ModelNew`: correct from the first ./check."""
+    if problem.starter is not None:
+        return problem.starter.read_text()
     return re.sub(r"\bModel\b", "ModelNew", problem.reference.read_text())
 
 
@@ -54,8 +53,7 @@ def workspace_prompt(problem: Problem, run_shapes: str, budget_s: float | None, 
     return "\n".join([
         task_body(problem, run_shapes).rstrip(), "",
         "## Your workspace", "",
-        f"- `solution.py`: your solution, a Python file defining `ModelNew`. It starts as a copy of the reference "
-        "(which may use operations this problem forbids: `./check` says so). "
+        "- `solution.py`: your solution, a Python file defining `ModelNew`. " + _start(problem) + " "
         f"CUDA or C++ sources it loads go under `{KERNELS}/` (load them relative to `__file__`); "
         "everything under it is part of your solution, other files here are yours and are not graded.",
         "- `reference.py`: the reference model. `shapes.yaml`: the shapes you are shown.",
@@ -66,6 +64,15 @@ def workspace_prompt(problem: Problem, run_shapes: str, budget_s: float | None, 
         "- After you stop, `solution.py` is graded on these shapes and on shapes you have not seen, so make it "
         "correct and fast for any shape, not only the listed ones.",
         *([""] + budget if budget else []), ""])
+
+
+def _start(problem: Problem) -> str:
+    if problem.starter is None:
+        return ("It starts as a copy of the reference (which may use operations this problem forbids: "
+                "`./check` says so).")
+    language = {"triton": "Triton", "cuda": "CUDA C++"}.get(problem.spec.policy.language or "", "its language")
+    return (f"It starts as the starter kernel, which is correct but slow: make it faster, staying in {language}; "
+            "the speedup is measured against the starter.")
 
 
 def build_workspace(problem: Problem, root: Path, *, socket_path: Path, run_shapes: str,

@@ -56,6 +56,23 @@ NATIVE_RULES = (
     ("thread", re.compile(r"\b(std::thread|std::async|pthread_create|std::jthread)\b")),
 )
 
+# library compute reached from native code, refused where the problem forbids torch compute
+# (allow_torch_ops: false, as kernel-to-kernel tasks do): vendor libraries, ATen's ops by name, and
+# tensor methods that compute; allocation (at::empty, torch::zeros, ...) stays allowed
+NATIVE_LIBRARIES = re.compile(r"\b(cublas\w*|cudnn\w*|cutlass::|cute::|cub::Device\w*|thrust::\w+|cusparse\w*|"
+                              r"cufft\w*)")
+NATIVE_TORCH_CALL = re.compile(r"\b(?:at|torch)::(\w+)\s*\(")
+NATIVE_TORCH_ALLOWED = {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full",
+                        "full_like", "from_blob", "arange", "TensorOptions", "device", "dtype", "Device",
+                        "Scalar", "IntArrayRef", "check"}
+NATIVE_TENSOR_COMPUTE = re.compile(r"\.(mm|matmul|bmm|addmm|baddbmm|conv\w*|softmax|log_softmax|sum|mean|cumsum|"
+                                   r"cumprod|topk|sort|layer_norm|relu|gelu|sigmoid|tanh|exp|max|min|argmax|norm)\s*\(")
+# kernel-to-kernel tasks: what each language's kernels are made with, and what belongs to the other
+TRITON_KERNEL = {"triton.jit", "triton.autotune", "triton.heuristics"}
+CUDA_BUILDERS = {"torch.utils.cpp_extension.load_inline", "torch.utils.cpp_extension.load", "ctypes.CDLL",
+                 "ctypes.cdll.LoadLibrary", "ctypes.PyDLL"}
+NATIVE_SUFFIXES = {".cu", ".cuh", ".cpp", ".cc", ".c", ".h", ".hpp", ".ptx"}
+
 
 @dataclass(frozen=True)
 class Violation:
@@ -133,7 +150,7 @@ def check_source(source: str, policy: Policy, filename: str = "solution.py") -> 
             seen.add(key)
             found.append(Violation(name, key[0], message))
     for text in _inline_strings(node for node, _ in nodes):
-        for name, line, message in check_native(text):
+        for name, line, message in check_native(text, policy):
             found.append(Violation(name, 0, f"in a load_inline source, line {line}: {message}"))
     return sorted(found, key=lambda v: v.line)
 
@@ -173,9 +190,11 @@ def _findings(nodes: list[tuple[ast.AST, bool]], context: Context) -> list[Findi
     return [finding for _, _, finding in found]
 
 
-def check_native(source: str) -> list[tuple[str, int, str]]:
-    """Stream or thread creation in CUDA/C++ text (load_inline strings and .cu/.cpp files)."""
+def check_native(source: str, policy: Policy | None = None) -> list[tuple[str, int, str]]:
+    """Stream or thread creation in CUDA/C++ text (load_inline strings and .cu/.cpp files), and library
+    compute where the policy forbids torch compute."""
     hits = []
+    own_kernels_only = policy is not None and not policy.allow_torch_ops
     for number, line in enumerate(source.splitlines(), 1):
         code = line.split("//", 1)[0]
         for rule, pattern in NATIVE_RULES:
@@ -183,7 +202,59 @@ def check_native(source: str) -> list[tuple[str, int, str]]:
             if match:
                 hits.append((rule, number, f"'{match.group(1)}' creates a {rule}; all work must run on the "
                              "caller's current stream, inside the call"))
+        if own_kernels_only:
+            found = NATIVE_LIBRARIES.search(code) or NATIVE_TENSOR_COMPUTE.search(code) or next(
+                (m for m in NATIVE_TORCH_CALL.finditer(code) if m.group(1) not in NATIVE_TORCH_ALLOWED), None)
+            if found:
+                hits.append(("library", number, f"'{found.group(0).strip()}' calls library compute; this problem "
+                             "takes only the solution's own kernels"))
     return hits
+
+
+def check_language(sources: dict[Path, str], policy: Policy) -> list[tuple[Path, Violation]]:
+    """A kernel-to-kernel task's solution stays in its starter's language: Triton kernels and no native
+    build, or CUDA C++ (load_inline, .cu files through ctypes) and no Triton. Sources that do not parse
+    are left to the syntax check."""
+    if policy.language is None:
+        return []
+    other = "CUDA C++" if policy.language == "triton" else "Triton"
+    own = "Triton (@triton.jit)" if policy.language == "triton" else "CUDA C++ (load_inline or .cu files)"
+    found: list[tuple[Path, Violation]] = []
+    has_kernel = False
+    for path, text in sources.items():
+        if path.suffix in NATIVE_SUFFIXES:
+            if policy.language == "triton":
+                found.append((path, Violation("language", 1, f"native source in a Triton task: the solution "
+                                              f"stays in {own}")))
+            else:
+                has_kernel = True
+            continue
+        try:
+            nodes = [node for node, _ in _walk(ast.parse(text))]
+        except SyntaxError:
+            continue
+        aliases = _aliases(nodes)
+        for node in nodes:
+            names = [_resolve(d.func if isinstance(d, ast.Call) else d, aliases)
+                     for d in getattr(node, "decorator_list", [])] if isinstance(node, ast.FunctionDef) else []
+            if any(n in TRITON_KERNEL for n in names):
+                has_kernel = has_kernel or policy.language == "triton"
+            if isinstance(node, ast.Call) and _resolve(node.func, aliases) in CUDA_BUILDERS:
+                if policy.language == "cuda":
+                    has_kernel = True
+                else:
+                    found.append((path, Violation("language", node.lineno, f"builds {other} code: the solution "
+                                                  f"stays in {own}")))
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and policy.language == "cuda":
+                modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                if any(m == "triton" or m.startswith("triton.") for m in modules):
+                    found.append((path, Violation("language", node.lineno, f"imports Triton: the solution stays "
+                                                  f"in {own}")))
+    if not has_kernel:
+        first = next(iter(sources), Path("solution.py"))
+        found.append((first, Violation("language", 1, f"no {own} kernel: this task's solution stays in "
+                                       f"{own} and computes with its own kernels")))
+    return found
 
 
 # The rules, in the order their violations on one line are listed.

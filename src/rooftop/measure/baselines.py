@@ -71,19 +71,26 @@ def sota_module(problem: Problem) -> Any | None:
     return None if problem.sota is None else import_file(problem.sota)
 
 
-def _build(kind: str, eager: Any, init: list[Any], sota: Any, device: torch.device, mode: str) -> Callable[..., Any]:
-    """The callable for one kind, around the shape's eager model (whose weights sota.py gets)."""
+def starter_module(problem: Problem) -> Any | None:
+    """A kernel-to-kernel task's starter/solution.py, imported; None when the problem has none."""
+    return None if problem.starter is None else import_file(problem.starter)
+
+
+def _build(kind: str, eager: Any, init: list[Any], other: Any, device: torch.device, mode: str) -> Callable[..., Any]:
+    """The callable for one kind, around the shape's eager model (whose weights sota.py's or the
+    starter's model gets)."""
     if kind == "eager":
         return eager
     if kind == "compile":
         return torch.compile(eager, mode=None if mode == "default" else mode)
-    available = getattr(sota, "available", None)
+    available = getattr(other, "available", None)
     if callable(available):
         answer = available()
         if answer is not True:
             raise _Unavailable(answer if isinstance(answer, str) and answer else
                                "sota.py says its library is not available on this platform")
-    model = construct(sota.Model, init, 0, device)
+    cls = getattr(other, "ModelNew", None) if kind == "starter" else None
+    model = construct(cls or other.Model, init, 0, device)
     if isinstance(model, torch.nn.Module):
         state, theirs = eager.state_dict(), model.state_dict()
         if state and state.keys() == theirs.keys():
@@ -96,6 +103,13 @@ class _Unavailable(Exception):
     pass
 
 
+def _imported(load: Callable[[Problem], Any], problem: Problem) -> Any:
+    try:
+        return load(problem)
+    except Exception as exc:  # recorded against each shape of that kind, not raised
+        return exc
+
+
 def time_baselines(problem: Problem, shapes: list[Shape], device: str, kinds: tuple[str, ...] = KINDS,
                    mode: str = "default", graphs: bool = False, policy: TimingPolicy | None = None,
                    progress: Callable[[str], None] | None = None) -> list[BaselineRecord]:
@@ -103,7 +117,8 @@ def time_baselines(problem: Problem, shapes: list[Shape], device: str, kinds: tu
     dev = torch.device(device)
     platform = Platform.here(device)
     instance = ProblemInstance(problem, dev)
-    sota = sota_module(problem) if "sota" in kinds else None
+    others = {kind: _imported(load, problem) for kind, load in (("sota", sota_module), ("starter", starter_module))
+              if kind in kinds}
     policy = policy or TimingPolicy.for_device(device)
     clock = clock_for(dev)
     sm_clock = SmClock.open(dev)[0] if dev.type == "cuda" else None
@@ -118,8 +133,8 @@ def time_baselines(problem: Problem, shapes: list[Shape], device: str, kinds: tu
         except Exception as exc:
             failed = f"the reference failed: {_describe(exc)}"
         for kind in kinds:
-            if kind == "sota" and sota is None:
-                continue
+            if kind in others and others[kind] is None:
+                continue  # no sota.py, or no starter: nothing to time
             record = BaselineRecord(platform=platform, problem=problem.name, problem_version=problem.spec.version,
                                     shape=shape.name, params=shape.params, kind=kind,
                                     mode=mode if kind == "compile" else "", graphs=graphs)
@@ -131,7 +146,10 @@ def time_baselines(problem: Problem, shapes: list[Shape], device: str, kinds: tu
                 records.append(record)
                 continue
             try:
-                fn = _build(kind, reference.eager, reference.init, sota, dev, mode)
+                other = others.get(kind)
+                if isinstance(other, Exception):  # a starter whose build fails here, a sota.py that cannot import
+                    raise _Unavailable(f"its file could not be imported: {_describe(other)}")
+                fn = _build(kind, reference.eager, reference.init, other, dev, mode)
                 record.error = _check(problem, fn, reference.check_inputs, reference.expected)
                 if not record.error:
                     def fresh(shape: Shape = shape) -> list[Any]:

@@ -10,6 +10,7 @@ class BaselineKind(StrEnum):
     eager = "eager"  # the problem's reference model, timed paired with every candidate
     compile = "compile"  # torch.compile of the reference
     sota = "sota"  # the problem's sota.py (the best library)
+    starter = "starter"  # a kernel-to-kernel task's starter/solution.py: the kernel its speedup is measured against
 
 
 class CompileMode(StrEnum):

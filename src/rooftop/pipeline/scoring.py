@@ -118,4 +118,11 @@ def attach_stored_baselines(verdict: Verdict, store: Store) -> int:
                         cuda=env.cuda)
     records = store.baselines(platform, verdict.problem, verdict.problem_version, verdict.graphs)
     apply_baselines(verdict, records)
+    if verdict.baseline == "starter":  # the reward's speedup is over the starter: known only now
+        from rooftop.score.reward import compute_reward
+
+        if "starter" not in verdict.summary.geomean_speedups and verdict.status.value == "correct":
+            verdict.messages.append("no starter baseline stored for this platform: the speedup over the starter "
+                                    "is unknown (`rooftop baselines PROBLEM --kinds starter` records it)")
+        verdict.reward = compute_reward(verdict, verdict.reward_fn)
     return len(records)

@@ -49,7 +49,10 @@ def _load_folder(folder: Path, bundled_name: str | None) -> Problem:
         raise SpecError(yaml_path, "", "expected a mapping of fields at the top level")
     spec = validate_spec(raw, yaml_path)
     _check_reference(reference, kernelbench=False)
-    optional = {name: folder / f for name, f in (("sota", "sota.py"), ("prompt", "PROMPT.md"))}
+    if spec.baseline == "starter" and not (folder / "starter" / "solution.py").is_file():
+        raise SpecError(yaml_path, "baseline", "is 'starter', but there is no starter/solution.py beside it")
+    optional = {name: folder / f for name, f in (("sota", "sota.py"), ("prompt", "PROMPT.md"),
+                                                 ("starter", "starter/solution.py"))}
     return Problem(spec=spec, root=folder.resolve(), reference=reference.resolve(),
                    bundled_name=bundled_name,
                    **{k: p.resolve() for k, p in optional.items() if p.is_file()})

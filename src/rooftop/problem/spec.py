@@ -232,6 +232,7 @@ class Problem(BaseModel):
     reference: Path
     sota: Path | None = None
     prompt: Path | None = None
+    starter: Path | None = None  # starter/solution.py: the kernel a kernel-to-kernel task starts from
     bundled_name: str | None = None  # '<deck>/<problem>' when it came from the bundled decks
 
     @property

@@ -30,15 +30,24 @@ def reward_fn(name: str) -> Callable[[RewardFn], RewardFn]:
     return register
 
 
+def headline_speedup(verdict: Verdict) -> float | None:
+    """The speedup a verdict is judged by: over eager (paired, per call), or for a kernel-to-kernel
+    task over its starter's stored baseline; None where it was not measured."""
+    if verdict.baseline == "starter":
+        return verdict.summary.geomean_speedups.get("starter")
+    return verdict.summary.geomean_speedup
+
+
 @reward_fn("default")
 def speedup_minus_one(verdict: Verdict) -> float | None:
-    """correct: geometric mean over shapes of (eager median / candidate median) - 1.
+    """correct: geometric mean over shapes of (baseline median / candidate median) - 1, the baseline
+    being eager (or a kernel-to-kernel task's starter).
 
     A correct verdict without timings (timing skipped) earns 0; `needs_gpu` is not graded (None).
     """
     status = verdict.status.value
     if status == "correct":
-        speedup = verdict.summary.geomean_speedup
+        speedup = headline_speedup(verdict)
         return 0.0 if speedup is None else speedup - 1.0
     return FAILURE_REWARD.get(status)
 
@@ -51,7 +60,7 @@ def correct_plus_speedup(verdict: Verdict) -> float | None:
         return None
     if verdict.status.value != "correct":
         return 0.0
-    speedup = verdict.summary.geomean_speedup
+    speedup = headline_speedup(verdict)
     return 0.3 + min(speedup if speedup is not None else 0.0, 10.0)
 
 
