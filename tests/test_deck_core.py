@@ -12,16 +12,14 @@ fits 24 GB and its eager time on the largest visible shape is at least 50 µs.
 from __future__ import annotations
 
 import re
-import warnings
-from typing import Any
 
 import pytest
 import torch
+from deck_checks import fake_outputs, meta_bytes, reference_outputs
 
 from rooftop.check.compare import as_outputs, compare_outputs
 from rooftop.problem.instance import construct, import_file, init_inputs, make_inputs, set_precision
 from rooftop.problem.registry import bundled_names, resolve
-from rooftop.problem.spec import Problem, Shape
 from rooftop.score.hardware import datasheet
 from rooftop.score.roofline import floor_seconds
 from rooftop.values import clone
@@ -33,48 +31,6 @@ H100 = next(g for g in datasheet() if g.key == "h100_sxm")
 MIN_ROOF_SECONDS = 50e-6  # the largest visible shape, at the roof of an H100 SXM
 TENSOR_BUDGET = 12 * 2**30  # inputs + parameters + outputs; the rest of 24 GB is the reference's scratch
 CARD = 24 * 2**30
-
-
-def _reference(problem: Problem, shape: Shape, seed: int = 1):
-    module = import_file(problem.reference)
-    set_precision(problem.spec)
-    init = init_inputs(module, problem.spec, shape)
-    model = construct(module.Model, init, 7, torch.device("cpu")).eval()
-    inputs = make_inputs(module, problem.spec, shape, seed, torch.device("cpu"))
-    with torch.no_grad():
-        out = model(*clone(inputs))
-    return module, model, inputs, out
-
-
-def _tensors(value: Any):
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _tensors(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _tensors(item)
-
-
-def _meta_bytes(problem: Problem, shape: Shape) -> tuple[int, int]:
-    """(bytes of inputs + parameters + buffers + outputs, bytes of the outputs), counted on the meta
-    device: nothing is allocated, so the largest shapes cost nothing."""
-    module = import_file(problem.reference)
-    with warnings.catch_warnings(), torch.random.fork_rng(devices=[]), torch.device("meta"), torch.no_grad():
-        warnings.simplefilter("ignore")
-        model = module.Model(*module.get_init_inputs(**shape.params)).eval()
-        inputs = list(module.get_inputs(**shape.params))
-        outputs = model(*inputs)
-    seen: set[int] = set()
-    total = 0
-    tensors = [*_tensors(inputs), *model.parameters(), *model.buffers(), *_tensors(outputs)]
-    for t in tensors:
-        if id(t) in seen:
-            continue
-        seen.add(id(t))
-        total += t.numel() * t.element_size()
-    return total, sum(t.numel() * t.element_size() for t in _tensors(outputs))
 
 
 def test_the_deck_has_three_levels_and_at_least_forty_problems():
@@ -111,7 +67,7 @@ def test_problem_is_complete_and_hides_its_held_out_shapes(name):
 def test_reference_passes_its_own_check_and_seeds_change_the_inputs(name):
     problem = resolve(name)
     for shape in problem.spec.smoke:
-        module, model, inputs, out = _reference(problem, shape)
+        module, model, inputs, out = reference_outputs(problem, shape)
         assert not any(m.training for m in model.modules()), "the reference runs in eval mode"
         with torch.no_grad():
             again = model(*clone(inputs))
@@ -133,21 +89,15 @@ def test_reference_passes_its_own_check_and_seeds_change_the_inputs(name):
 def test_zeros_a_constant_and_the_identity_fail(name):
     problem = resolve(name)
     for shape in problem.spec.smoke:
-        _, _, inputs, out = _reference(problem, shape)
+        _, _, inputs, out = reference_outputs(problem, shape)
         outs = as_outputs(out)
-        assert compare_outputs(problem.spec, out, _fake(out, torch.zeros_like), inputs), "zeros pass"
-        assert compare_outputs(problem.spec, out, _fake(out, lambda o: torch.full_like(o, 1)), inputs), \
+        assert compare_outputs(problem.spec, out, fake_outputs(out, torch.zeros_like), inputs), "zeros pass"
+        assert compare_outputs(problem.spec, out, fake_outputs(out, lambda o: torch.full_like(o, 1)), inputs), \
             "a constant passes"
         first = inputs[0] if isinstance(inputs[0], torch.Tensor) else None
         if first is not None and first.shape == outs[0].shape:
-            assert compare_outputs(problem.spec, out, _fake(out, lambda o, x=first: x.to(o.dtype)), inputs), \
+            assert compare_outputs(problem.spec, out, fake_outputs(out, lambda o, x=first: x.to(o.dtype)), inputs), \
                 "the identity passes"
-
-
-def _fake(out: Any, fill) -> Any:
-    """The reference's output structure with every tensor replaced by `fill(tensor)`."""
-    made = [fill(o) if isinstance(o, torch.Tensor) else o for o in as_outputs(out)]
-    return made[0] if len(made) == 1 and not isinstance(out, (list, tuple)) else type(out)(made)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -159,7 +109,7 @@ def test_flops_formula_matches_an_independent_count(name):
     if not spec.flops:
         pytest.skip("no flops formula (a data-movement problem)")
     shape = spec.smoke[0]
-    _, model, inputs, _ = _reference(problem, shape)
+    _, model, inputs, _ = reference_outputs(problem, shape)
     counter = FlopCounterMode(display=False)
     with torch.no_grad(), counter:
         model(*inputs)
@@ -175,7 +125,7 @@ def test_bytes_formula_counts_what_the_reference_holds(name):
     problem = resolve(name)
     spec = problem.spec
     for shape in spec.select("all"):
-        held, _ = _meta_bytes(problem, shape)
+        held, _ = meta_bytes(problem, shape)
         declared = spec.bytes_for(shape)
         assert 0.8 * held <= declared <= 1.25 * held, (shape.name, declared, held)
 
@@ -185,7 +135,7 @@ def test_every_shape_fits_a_24_gb_card_and_the_largest_visible_is_not_launch_bou
     problem = resolve(name)
     spec = problem.spec
     for shape in spec.select("all"):
-        held, _ = _meta_bytes(problem, shape)
+        held, _ = meta_bytes(problem, shape)
         assert held <= TENSOR_BUDGET, (shape.name, f"{held / 2**30:.1f} GiB of tensors")
     roofs = [floor_seconds(H100, spec.peak_dtype or spec.dtype, spec.flops_for(s), spec.bytes_for(s)) or 0.0
              for s in spec.select("visible")]

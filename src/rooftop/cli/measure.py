@@ -47,7 +47,8 @@ def baselines_command(
     json_output: JsonOpt = False,
     db: DbOpt = Path("rooftop.db"),
 ) -> None:
-    """Time the references (eager, torch.compile, the problem's sota.py) and store them for reuse."""
+    """Time the references (eager, torch.compile, the problem's sota.py, a kernel-to-kernel task's
+    starter) and store them for reuse."""
     chosen = _baseline_kinds(kinds)
     problems = _targets(target)  # before torch is imported: a mistyped target is answered at once
     from rooftop.measure.baselines import time_baselines

@@ -1,0 +1,65 @@
+"""Checks every deck's problems share: the reference run on the CPU, outputs faked for the
+degenerate-answer checks, and tensor sizes counted on the meta device."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from rooftop.check.compare import as_outputs
+from rooftop.problem.instance import construct, import_file, init_inputs, make_inputs, set_precision
+from rooftop.problem.spec import Problem, Shape
+from rooftop.values import clone
+
+
+def reference_outputs(problem: Problem, shape: Shape, seed: int = 1):
+    module = import_file(problem.reference)
+    set_precision(problem.spec)
+    init = init_inputs(module, problem.spec, shape)
+    model = construct(module.Model, init, 7, torch.device("cpu")).eval()
+    inputs = make_inputs(module, problem.spec, shape, seed, torch.device("cpu"))
+    with torch.no_grad():
+        out = model(*clone(inputs))
+    return module, model, inputs, out
+
+
+def tensors(value: Any) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from tensors(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from tensors(item)
+
+
+def meta_bytes(problem: Problem, shape: Shape) -> tuple[int, int]:
+    """(bytes of inputs + parameters + buffers + outputs, bytes of the outputs), counted on the meta
+    device: nothing is allocated, so the largest shapes cost nothing."""
+    module = import_file(problem.reference)
+    with warnings.catch_warnings(), torch.random.fork_rng(devices=[]), torch.device("meta"), torch.no_grad():
+        warnings.simplefilter("ignore")
+        model = module.Model(*module.get_init_inputs(**shape.params)).eval()
+        inputs = list(module.get_inputs(**shape.params))
+        outputs = model(*inputs)
+    seen: set[int] = set()
+    total = 0
+    held = [*tensors(inputs), *model.parameters(), *model.buffers(), *tensors(outputs)]
+    for t in held:
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        total += t.numel() * t.element_size()
+    return total, sum(t.numel() * t.element_size() for t in tensors(outputs))
+
+
+def fake_outputs(out: Any, fill: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """The reference's output structure with every tensor replaced by `fill(tensor)`."""
+    made = [fill(o) if isinstance(o, torch.Tensor) else o for o in as_outputs(out)]
+    return made[0] if len(made) == 1 and not isinstance(out, (list, tuple)) else type(out)(made)
+
+
