@@ -228,3 +228,25 @@ def test_fused_kernels_on_the_gpu_agree_with_the_torch_passes(monkeypatch):
                 assert (fast_value != fast_value and value != value) or \
                     abs(fast_value - value) <= 1e-5 * abs(value) + 1e-30, (key, fast_value, value)
             assert compare.fingerprint(got) == slow_print
+
+
+def test_probes_widen_only_the_normwise_bound():
+    from rooftop.check.probe import PROBE_NORM_SLACK, Probe, check_probes
+
+    problem = spec(dtype="bfloat16")
+    ref = torch.full((1000,), 0.001, dtype=torch.bfloat16)
+    ref[7] = 4.0  # one large value dominates a sample's norm
+    positions = [7, 1, 2, 3]
+
+    def probe(values):
+        return [Probe(type="Tensor", dtype="bfloat16", shape=[1000], device="cpu", positions=positions,
+                      values=values)]
+
+    # the large value 1.2 % off, the small ones exact: elementwise within 1e-2 + 1e-2 * 4, normwise
+    # over the four samples 1.2e-2, above the whole output's 1e-2 but within its slack
+    honest = [4.0 * 1.012, 0.001, 0.001, 0.001]
+    assert check_probes(problem, ref, probe(honest)) == []
+    assert 0.012 < 1e-2 * PROBE_NORM_SLACK
+    assert check_probes(problem, ref, probe([0.0, 0.0, 0.0, 0.0])), "zeros while timed"
+    small = torch.full((1000,), 0.001, dtype=torch.bfloat16)  # small values pass atol elementwise ...
+    assert check_probes(problem, small, probe([0.0] * 4)), "... but not the normwise bound, widened or not"
