@@ -8,7 +8,8 @@ against eager). Every row is written to --json as soon as it exists, so a run cu
 it measured; --merge joins the files of separate runs.
 
     python benchmarks/deck_numbers.py [--deck hard] [--problems a,b] [--kinds eager,compile,sota]
-                                      [--shapes s1,s2] [--no-solutions] [--json out.json] [--markdown out.md]
+                                      [--shapes s1,s2] [--no-solutions] [--compile-largest]
+                                      [--json out.json] [--markdown out.md]
     python benchmarks/deck_numbers.py --merge a.json b.json --markdown out.md [--per-shape]
 """
 
@@ -30,7 +31,7 @@ from rooftop.problem.registry import bundled_names, expected_statuses, resolve
 from rooftop.problem.spec import Problem
 from rooftop.score.aggregate import geomean
 from rooftop.score.hardware import GpuSpec, lookup
-from rooftop.score.roofline import roofline_fraction
+from rooftop.score.roofline import floor_seconds, roofline_fraction
 from rooftop.solution.loader import load_solution
 
 
@@ -49,8 +50,15 @@ def _row(problem: Problem, gpu: GpuSpec | None, shape, kind: str, seconds: float
             "kind": kind, "seconds": seconds, "fraction": fraction, "error": error}
 
 
+def _roof_seconds(problem: Problem, gpu: GpuSpec | None, shape) -> float:
+    spec = problem.spec
+    return (floor_seconds(gpu, spec.peak_dtype or spec.dtype, spec.flops_for(shape), spec.bytes_for(shape)) or 0.0) \
+        if gpu else (spec.bytes_for(shape) or 0.0)
+
+
 def measure_deck(problems: list[str], kinds: tuple[str, ...], solutions: bool, policy: TimingPolicy,
-                 sink: Path | None, only_shapes: frozenset[str] = frozenset()) -> list[dict]:
+                 sink: Path | None, only_shapes: frozenset[str] = frozenset(),
+                 compile_largest: bool = False) -> list[dict]:
     rows: list[dict] = []
     gpu = lookup(torch.cuda.get_device_name())
     env = environment()
@@ -66,8 +74,10 @@ def measure_deck(problems: list[str], kinds: tuple[str, ...], solutions: bool, p
             problem = resolve(name)
             shapes = problem.spec.select("all")
             timed = [s for s in shapes if not only_shapes or s.name in only_shapes] if kinds else []
+            largest = max(problem.spec.select("visible"), key=lambda s: _roof_seconds(problem, gpu, s))
             for shape in timed:  # one shape at a time: a run cut short keeps the rest
-                records = time_baselines(problem, [shape], "cuda", kinds, policy=policy,
+                here = tuple(k for k in kinds if k != "compile" or not compile_largest or shape is largest)
+                records = time_baselines(problem, [shape], "cuda", here, policy=policy,
                                          progress=lambda step: bar.update(task, description=step))
                 keep([_row(problem, gpu, shape, r.kind, r.stats.median if r.stats else None, r.error or "")
                       for r in records])
@@ -175,6 +185,8 @@ def main() -> None:
     parser.add_argument("--shapes", default="", help="time the baselines on these shapes only (comma-separated; "
                         "solutions are always judged on every shape)")
     parser.add_argument("--no-solutions", action="store_true")
+    parser.add_argument("--compile-largest", action="store_true", help="time torch.compile on each problem's "
+                        "largest visible shape only (each shape compiles anew: minutes a deck)")
     parser.add_argument("--max-seconds", type=float, default=5.0, help="measured seconds per timing, at most")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--markdown", type=Path)
@@ -196,7 +208,7 @@ def main() -> None:
         if not torch.cuda.is_available():
             parser.error("measuring needs a CUDA GPU (--merge renders saved runs anywhere)")
         env = environment()
-        rows = measure_deck(names, kinds, not args.no_solutions, policy, args.json, only)
+        rows = measure_deck(names, kinds, not args.no_solutions, policy, args.json, only, args.compile_largest)
     text = markdown(env, rows, args.per_shape)
     if args.markdown:
         args.markdown.write_text(text)

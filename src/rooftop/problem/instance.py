@@ -107,10 +107,15 @@ def drawn_inputs(reference: ModuleType, spec: ProblemSpec, shape: Shape, seed: i
 
 def set_precision(spec: ProblemSpec) -> None:
     """fp32 means IEEE fp32: no TF32 in cuBLAS or cuDNN (cuDNN allows it by default), unless the
-    problem says tf32. The reference, its eager timing and the candidate all run under this."""
+    problem says tf32. And half-precision GEMMs accumulate in fp32 to the end: cuBLAS may otherwise
+    add split-K partial sums in bf16/fp16 (allowed by default), which leaves the reference up to a
+    tolerance's width from the exact product, so that an exact kernel would fail on some seeds.
+    The reference, its eager timing and the candidate all run under this."""
     tf32 = "tfloat32" in (spec.dtype, spec.peak_dtype)
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
 
 
 def _on(where: torch.device, device: torch.device) -> bool:
