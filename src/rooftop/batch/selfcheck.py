@@ -104,8 +104,10 @@ def self_solution(problem: Problem, folder: Path) -> Path:
 
 
 def relaxed(problem: Problem) -> Problem:
-    """The problem with no policy of its own (the global rules of the static gate still apply)."""
-    return problem.model_copy(update={"spec": problem.spec.model_copy(update={"policy": Policy()})})
+    """The problem with no policy of its own (the global rules of the static gate still apply), but
+    with the imports it allows: the reference may need them (an imported problem's einops)."""
+    policy = Policy(extra_imports=problem.spec.policy.extra_imports)
+    return problem.model_copy(update={"spec": problem.spec.model_copy(update={"policy": policy})})
 
 
 def judge(name: str, verdict: Verdict, device: str, tolerance: float = 0.0) -> SelfCheckRow:

@@ -39,6 +39,9 @@ SourceArg = Annotated[Path, typer.Argument(
 
 
 def register(app: typer.Typer) -> None:
+    from rooftop.cli.kernelbench_hard import import_hard_command
+
+    import_app.command("kernelbench-hard")(import_hard_command)
     app.add_typer(import_app, name="import")
     app.command("selfcheck")(selfcheck_command)
     app.command("batch-kb")(batch_command)
@@ -135,10 +138,12 @@ def selfcheck_command(
 
     problems = resolve_many(target)  # before torch is imported: a mistyped target is answered at once
     from rooftop.batch.selfcheck import selfcheck
+    from rooftop.cli.kernelbench_hard import refuse_gpu_only
     from rooftop.cli.progress import event_display
     from rooftop.store.db import Store
 
     settings = _settings(device, shapes, timeout, sandbox)
+    refuse_gpu_only(problems, settings)
     store = Store(db) if db else None
     try:
         with event_display(not json_output, total=len(problems)) as display:

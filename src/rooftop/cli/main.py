@@ -105,6 +105,9 @@ def eval_command(
     from rooftop.store.db import Store
 
     settings = settings_from_options(device, shapes, timeout, seed, timing, sandbox, graphs)
+    from rooftop.cli.kernelbench_hard import refuse_gpu_only
+
+    refuse_gpu_only([spec], settings)
     from rooftop.environment import process_age
 
     before = process_age()  # this process's start, its imports and loading the problem

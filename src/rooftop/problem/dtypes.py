@@ -14,7 +14,7 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "tfloat32": ("tf32",),
     "float16": ("fp16", "half", "f16"),
     "bfloat16": ("bf16",),
-    "float8_e4m3fn": ("fp8", "fp8_e4m3", "e4m3", "float8_e4m3"),
+    "float8_e4m3fn": ("fp8", "fp8_e4m3", "fp8_e4m3fn", "e4m3", "float8_e4m3"),
     "float8_e5m2": ("fp8_e5m2", "e5m2"),
     "int64": ("long", "i64"),
     "int32": ("int", "i32"),

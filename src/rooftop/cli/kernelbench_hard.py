@@ -1,0 +1,91 @@
+"""`rooftop import kernelbench-hard`: KernelBench-Hard's problem folders as the deck
+`kernelbench-hard`, and the refusal to run its GPU-sized shapes on a CPU by default."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from rooftop.cli.common import JsonOpt, out
+from rooftop.errors import UserError
+
+if TYPE_CHECKING:
+    from rooftop.pipeline.job import Settings
+    from rooftop.problem.kernelbench_hard import Imported, ImportReport
+    from rooftop.problem.spec import Problem
+
+
+def import_hard_command(
+    path: Annotated[Path, typer.Argument(
+        metavar="PATH", help="KernelBench-Hard checkout, its problems/ folder, or one problem folder")],
+    into: Annotated[Path | None, typer.Option(
+        "--into", metavar="DIR", help="deck root to write into (default: $ROOFTOP_DECKS, else "
+                                      "~/.local/share/rooftop/decks)")] = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Write each KernelBench-Hard problem folder as problem kernelbench-hard/<name> of the user's decks."""
+    from rooftop.problem.kernelbench_hard import DECK, import_kernelbench_hard
+    from rooftop.problem.registry import deck_roots, user_decks_root
+
+    root = into or user_decks_root()
+    report = import_kernelbench_hard(path, root)
+    if json_output:
+        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+        return
+    out.print(_table(report))
+    for item in report.imported:
+        for note in item.notes:
+            out.print(f"[yellow]{item.name}[/yellow] {escape(note.field)}: {escape(note.note)}", highlight=False)
+    for skipped in report.skipped:
+        out.print(f"[red]skipped {escape(skipped.origin)}[/red]: {escape(skipped.reason)}", highlight=False)
+    for common in report.notes:
+        out.print(f"[dim]every problem: {escape(common)}[/dim]", highlight=False)
+    addressed = any(root.resolve() == r.resolve() for r in deck_roots())
+    count = len(report.imported)
+    out.print(f"[dim]{count} problem{'' if count == 1 else 's'} under {escape(str(root / DECK))}"
+              + ("; `rooftop problems` lists them" if addressed else
+                 f"; set ROOFTOP_DECKS={root} to address them by name") + "[/dim]", highlight=False)
+
+
+def _table(report: ImportReport) -> Table:
+    table = Table(title=f"KernelBench-Hard imported into {report.root}", header_style="bold")
+    for col in ("problem", "change", "version", "dtype", "regime", "shapes", "flops", "bytes", "notes"):
+        table.add_column(col, justify="right" if col in ("version", "shapes", "notes") else "left")
+    for item in report.imported:
+        table.add_row(item.name, item.change, str(item.version), item.dtype, item.regime, str(item.shapes),
+                      _formula(item.flops, item, "flops"), _formula(item.bytes, item, "bytes"), str(len(item.notes)))
+    return table
+
+
+def _formula(formula: str | None, item: Imported, field: str) -> Text:
+    if formula is not None:
+        return Text("yes", style="green")
+    dropped = any(n.field == field for n in item.notes)
+    return Text("dropped", style="yellow") if dropped else Text("-")
+
+
+def refuse_gpu_only(problems: list[Problem], settings: Settings) -> None:
+    """A problem tagged gpu-only has no smoke shapes and GPU-sized ones: on a CPU, `--shapes auto`
+    would run them all for minutes each, so it is refused in one line that says what to do."""
+    from rooftop.problem.kernelbench_hard import GPU_ONLY
+
+    if settings.shapes != "auto":
+        return
+    gpu_only = [p for p in problems if GPU_ONLY in p.spec.tags and not p.spec.smoke]
+    if not gpu_only:
+        return
+    from rooftop.pipeline.evaluate import resolve_device
+
+    if resolve_device(settings.device) != "cpu":
+        return
+    first = gpu_only[0]
+    others = f" (and {len(gpu_only) - 1} more)" if len(gpu_only) > 1 else ""
+    raise UserError(f"{first.name}{others}: no smoke shapes, and its shapes are sized for a GPU ({GPU_ONLY}), so it "
+                    f"is not evaluated on a CPU by default; run it on a GPU, or name what to run here with --shapes "
+                    f"(e.g. --shapes {first.spec.shapes[0].name}, or --shapes visible)")
