@@ -13,7 +13,8 @@ from conftest import FIXTURES
 
 SCALE = str(FIXTURES / "problems/scale")
 GOOD = str(FIXTURES / "solutions/good.py")
-COMMANDS = [[], ["eval"], ["demo"], ["baselines"], ["calibrate"], ["problems"], ["problems", "show"]]
+COMMANDS = [[], ["eval"], ["demo"], ["baselines"], ["calibrate"], ["problems"], ["problems", "show"], ["prompt"],
+            ["import", "kernelbench-hard"]]
 
 
 def rooftop(*args, columns: str | None = "100"):

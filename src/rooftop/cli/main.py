@@ -29,6 +29,7 @@ from rooftop.cli.common import (
 )
 from rooftop.cli.kernelbench import register as register_kernelbench_commands
 from rooftop.cli.measure import register as register_measure_commands
+from rooftop.cli.prompt import register as register_prompt_commands
 from rooftop.cli.report import register as register_report_commands
 from rooftop.cli.results import register as register_results_commands
 from rooftop.cli.search import register as register_search_commands
@@ -278,6 +279,7 @@ register_agent_commands(app)
 register_search_commands(app)
 register_view_commands(app)
 register_report_commands(app)
+register_prompt_commands(app)
 
 
 def main() -> None:
