@@ -153,6 +153,36 @@ def markdown(env: dict, rows: list[dict], per_shape: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
+def largest_table(rows: list[dict]) -> str:
+    """Per problem, the shape where torch.compile was timed (the largest visible one, --compile-largest):
+    eager and compile there, and eager's geometric mean over every shape."""
+    lines = ["| level | problem | dtype | regime | shapes (visible + held-out) | largest visible shape | eager "
+             "| compile | compile vs eager | eager, all shapes |", "|---|---|---|---|---:|---|---:|---:|---:|---:|"]
+    for name in dict.fromkeys(r["problem"] for r in rows):
+        problem = resolve(name)
+        spec = problem.spec
+        mine = [r for r in rows if r["problem"] == name]
+        compiled = next((r for r in mine if r["kind"] == "compile"), None)
+        shape = compiled["shape"] if compiled else max(spec.select("visible"), key=spec.bytes_for).name
+        eager = next((r for r in mine if r["kind"] == "eager" and r["shape"] == shape), None)
+
+        def cell(r: dict | None) -> str:
+            if r is None or not r["seconds"]:
+                return "n/a" if r is not None and r["error"].startswith(("not available", "not measured")) \
+                    else ("fails" if r is not None else "—")
+            return f"{r['seconds'] * 1e6:,.0f} µs ({_fmt(r['fraction'], 2)})"
+
+        ratio = "—"
+        if eager and compiled and eager["seconds"] and compiled["seconds"]:
+            ratio = f"{eager['seconds'] / compiled['seconds']:.2f}x"
+        fractions = [r["fraction"] for r in mine if r["kind"] == "eager" and r["fraction"]]
+        level = name.split("/")[-2]
+        lines.append(f"| {level} | {name.split('/')[-1]} | {spec.dtype} | {spec.regime} | "
+                     f"{len(spec.select('visible'))} + {len(spec.select('held_out'))} | {shape} | {cell(eager)} | "
+                     f"{cell(compiled)} | {ratio} | {_fmt(geomean(fractions))} |")
+    return "\n".join(lines) + "\n"
+
+
 def _best_ours(mine: list[dict]) -> str | None:
     """The problem's solution that is shown: the one correct on most shapes, then the fastest."""
     ours = {r["kind"] for r in mine if r["kind"].startswith("ours:")}
@@ -191,6 +221,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--markdown", type=Path)
     parser.add_argument("--per-shape", action="store_true")
+    parser.add_argument("--largest", action="store_true", help="render the largest-visible-shape table "
+                        "(for runs made with --compile-largest)")
     parser.add_argument("--merge", type=Path, nargs="+", help="render the --json files of separate runs")
     args = parser.parse_args()
     if args.merge:
@@ -209,7 +241,7 @@ def main() -> None:
             parser.error("measuring needs a CUDA GPU (--merge renders saved runs anywhere)")
         env = environment()
         rows = measure_deck(names, kinds, not args.no_solutions, policy, args.json, only, args.compile_largest)
-    text = markdown(env, rows, args.per_shape)
+    text = largest_table(rows) if args.largest else markdown(env, rows, args.per_shape)
     if args.markdown:
         args.markdown.write_text(text)
     print(text)
