@@ -421,3 +421,25 @@ def test_a_real_checkout_imports_and_loads(tmp_path):
     for skipped in report.skipped:
         folder = Path(skipped.origin)
         assert not ((folder / "reference.py").is_file() and (folder / "shapes.py").is_file()), skipped
+
+
+def test_the_pipeline_itself_refuses_a_gpu_only_problem_on_a_cpu(tmp_path):
+    """Not only the command line: the API and the service evaluate through the same shape choice."""
+    from rooftop.errors import UserError
+    from rooftop.pipeline.evaluate import select_shapes
+    from rooftop.problem.loader import load_problem
+
+    folder = tmp_path / "big"
+    folder.mkdir()
+    (folder / "reference.py").write_text("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+                                         "    def forward(self, x):\n        return x * 2\n\n\n"
+                                         "def get_init_inputs(**shape):\n    return []\n\n\n"
+                                         "def get_inputs(N, **shape):\n    return [torch.randn(N)]\n")
+    (folder / "problem.yaml").write_text("name: big\ntitle: t\ndescription: d\nversion: 1\ndtype: float32\n"
+                                         "regime: memory\nbytes: '8 * N'\ntags: [gpu-only]\n"
+                                         "shapes:\n  - {name: shape0, params: {N: 100000000}}\n")
+    problem = load_problem(folder)
+    with pytest.raises(UserError, match="gpu-only"):
+        select_shapes(problem, "auto", "cpu")
+    assert select_shapes(problem, "shape0", "cpu")[1][0].name == "shape0"  # named shapes still run
+    assert select_shapes(problem, "auto", "cuda")[0] == "all"

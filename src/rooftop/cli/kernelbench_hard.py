@@ -71,21 +71,15 @@ def _formula(formula: str | None, item: Imported, field: str) -> Text:
 
 
 def refuse_gpu_only(problems: list[Problem], settings: Settings) -> None:
-    """A problem tagged gpu-only has no smoke shapes and GPU-sized ones: on a CPU, `--shapes auto`
-    would run them all for minutes each, so it is refused in one line that says what to do."""
-    from rooftop.problem.kernelbench_hard import GPU_ONLY
+    """The pipeline's own refusal (`select_shapes`), answered before torch is imported."""
+    from rooftop.problem.kernelbench_hard import cpu_refusal
 
     if settings.shapes != "auto":
         return
-    gpu_only = [p for p in problems if GPU_ONLY in p.spec.tags and not p.spec.smoke]
-    if not gpu_only:
+    why = cpu_refusal(problems)
+    if why is None:
         return
     from rooftop.pipeline.evaluate import resolve_device
 
-    if resolve_device(settings.device) != "cpu":
-        return
-    first = gpu_only[0]
-    others = f" (and {len(gpu_only) - 1} more)" if len(gpu_only) > 1 else ""
-    raise UserError(f"{first.name}{others}: no smoke shapes, and its shapes are sized for a GPU ({GPU_ONLY}), so it "
-                    f"is not evaluated on a CPU by default; run it on a GPU, or name what to run here with --shapes "
-                    f"(e.g. --shapes {first.spec.shapes[0].name}, or --shapes visible)")
+    if resolve_device(settings.device) == "cpu":
+        raise UserError(why)

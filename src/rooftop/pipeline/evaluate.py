@@ -19,6 +19,7 @@ from rooftop.pipeline.context import Evaluation, RunState, Seeds
 from rooftop.pipeline.events import EvaluationFinished, EvaluationStarted, EventSink, ignore
 from rooftop.pipeline.job import SHAPE_GROUPS, DeviceChoice, DeviceType, EvalJob, Settings
 from rooftop.pipeline.runner import GateRunner
+from rooftop.problem.kernelbench_hard import cpu_refusal
 from rooftop.problem.spec import Problem, Shape, Split
 from rooftop.solution.loader import Solution
 from rooftop.verdict import ShapeResult, Status, Verdict
@@ -40,6 +41,10 @@ def select_shapes(problem: Problem, choice: str, device: str) -> tuple[str, list
     """A group (auto, visible, held_out, all, smoke) or comma-separated shape names."""
     spec = problem.spec
     if choice == "auto":
+        if device == "cpu":
+            why = cpu_refusal([problem])
+            if why:
+                raise UserError(why)
         choice = "smoke" if device == "cpu" and spec.smoke else "all"
     if choice not in SHAPE_GROUPS:
         return choice, _named_shapes(problem, choice)

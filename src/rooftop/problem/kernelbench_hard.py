@@ -27,13 +27,26 @@ from pydantic import BaseModel, ValidationError
 from rooftop.errors import UserError
 from rooftop.problem import dtypes, expr
 from rooftop.problem.kernelbench import Skipped, natural_key, safe_name
-from rooftop.problem.spec import ProblemSpec
+from rooftop.problem.spec import Problem, ProblemSpec
 from rooftop.yamlfile import read_yaml
 
 DECK = "kernelbench-hard"
 # a problem whose shapes are all sized for a GPU and that has no smoke shapes: `rooftop eval` on a
 # CPU refuses it unless --shapes names what to run (minutes of CPU work per shape otherwise)
 GPU_ONLY = "gpu-only"
+
+
+def cpu_refusal(problems: list[Problem]) -> str | None:
+    """Why these problems are not evaluated on a CPU with the default shapes: one tagged gpu-only has
+    no smoke shapes and shapes sized for a GPU (minutes each on a CPU); None when none is."""
+    gpu_only = [p for p in problems if GPU_ONLY in p.spec.tags and not p.spec.smoke]
+    if not gpu_only:
+        return None
+    first = gpu_only[0]
+    others = f" (and {len(gpu_only) - 1} more)" if len(gpu_only) > 1 else ""
+    return (f"{first.name}{others}: no smoke shapes, and its shapes are sized for a GPU ({GPU_ONLY}), so it is not "
+            f"evaluated on a CPU by default; run it on a GPU, or name what to run here with --shapes "
+            f"(e.g. --shapes {first.spec.shapes[0].name}, or --shapes visible)")
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
 ADAPTER_MARK = "# ---- rooftop adapter"
 # true of every problem of the format: said once in the report, not once per problem
