@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from rooftop.check.compare import as_outputs
+from rooftop.problem.figures import distinct_bytes, tensors_in
 from rooftop.problem.instance import construct, import_file, init_inputs, make_inputs, set_precision
 from rooftop.problem.spec import Problem, Shape
 from rooftop.values import clone
@@ -26,17 +27,6 @@ def reference_outputs(problem: Problem, shape: Shape, seed: int = 1):
     with torch.no_grad():
         out = model(*clone(inputs))
     return module, model, inputs, out
-
-
-def tensors(value: Any) -> Iterator[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from tensors(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from tensors(item)
 
 
 def meta_bytes(problem: Problem, shape: Shape) -> tuple[int, int]:
@@ -54,15 +44,8 @@ def _meta_bytes(reference: Path, shape: str, params: tuple[tuple[str, Any], ...]
         model = module.Model(*module.get_init_inputs(**dict(params))).eval()
         inputs = list(module.get_inputs(**dict(params)))
         outputs = model(*inputs)
-    seen: set[int] = set()
-    total = 0
-    held = [*tensors(inputs), *model.parameters(), *model.buffers(), *tensors(outputs)]
-    for t in held:
-        if id(t) in seen:
-            continue
-        seen.add(id(t))
-        total += t.numel() * t.element_size()
-    return total, sum(t.numel() * t.element_size() for t in tensors(outputs))
+    held = [*tensors_in(inputs), *model.parameters(), *model.buffers(), *tensors_in(outputs)]
+    return distinct_bytes(held), distinct_bytes(tensors_in(outputs))
 
 
 def fake_outputs(out: Any, fill: Callable[[torch.Tensor], torch.Tensor]) -> Any:

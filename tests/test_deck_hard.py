@@ -13,25 +13,15 @@ import pytest
 import torch
 import yaml
 from conftest import deck_solutions
+from deck_checks import fake_outputs, reference_outputs
 
 from rooftop.check.compare import as_outputs, compare_outputs
-from rooftop.problem.instance import construct, import_file, init_inputs, make_inputs, set_precision
+from rooftop.problem.instance import make_inputs
 from rooftop.problem.registry import bundled_names, resolve
 from rooftop.values import clone
 
 NAMES = bundled_names("hard")
 pytestmark = pytest.mark.skipif(not NAMES, reason="no hard deck yet")
-
-
-def _reference(problem, shape, seed=1):
-    module = import_file(problem.reference)
-    set_precision(problem.spec)
-    init = init_inputs(module, problem.spec, shape)
-    model = construct(module.Model, init, 7, torch.device("cpu")).eval()
-    inputs = make_inputs(module, problem.spec, shape, seed, torch.device("cpu"))
-    with torch.no_grad():
-        out = model(*clone(inputs))
-    return module, model, inputs, out
 
 
 def _smoke(problem):
@@ -65,7 +55,7 @@ def test_problem_is_complete_and_hides_its_held_out_shapes(name):
 def test_reference_passes_its_own_check_and_seeds_change_the_inputs(name):
     problem = resolve(name)
     shape = _smoke(problem)
-    module, model, inputs, out = _reference(problem, shape)
+    module, model, inputs, out = reference_outputs(problem, shape)
     with torch.no_grad():
         again = model(*clone(inputs))
     assert compare_outputs(problem.spec, out, again, inputs) == []
@@ -80,18 +70,15 @@ def test_reference_passes_its_own_check_and_seeds_change_the_inputs(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_zeros_a_constant_and_the_identity_fail(name):
     problem = resolve(name)
-    _, _, inputs, out = _reference(problem, _smoke(problem))
+    _, _, inputs, out = reference_outputs(problem, _smoke(problem))
     outs = as_outputs(out)
-
-    def fake(fill):
-        made = [fill(o) if isinstance(o, torch.Tensor) else o for o in outs]
-        return made[0] if len(made) == 1 and not isinstance(out, (list, tuple)) else type(out)(made)
-
-    assert compare_outputs(problem.spec, out, fake(torch.zeros_like), inputs), "zeros pass"
-    assert compare_outputs(problem.spec, out, fake(lambda o: torch.full_like(o, 1)), inputs), "a constant passes"
+    assert compare_outputs(problem.spec, out, fake_outputs(out, torch.zeros_like), inputs), "zeros pass"
+    assert compare_outputs(problem.spec, out, fake_outputs(out, lambda o: torch.full_like(o, 1)), inputs), \
+        "a constant passes"
     first = inputs[0] if isinstance(inputs[0], torch.Tensor) else None
     if first is not None and first.shape == outs[0].shape:
-        assert compare_outputs(problem.spec, out, fake(lambda o: first.to(o.dtype)), inputs), "the identity passes"
+        assert compare_outputs(problem.spec, out, fake_outputs(out, lambda o: first.to(o.dtype)), inputs), \
+            "the identity passes"
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -115,7 +102,7 @@ def test_flops_formula_matches_an_independent_count(name):
     if not spec.flops:
         pytest.skip("no flops formula (a selection or data-movement problem)")
     shape = _smoke(problem)
-    _, model, inputs, _ = _reference(problem, shape)
+    _, model, inputs, _ = reference_outputs(problem, shape)
     counter = FlopCounterMode(display=False)
     with torch.no_grad(), counter:
         model(*inputs)

@@ -78,29 +78,29 @@ def estimate(reference: Path) -> Figures:
             inputs = list(module.get_inputs())
             with FlopCounterMode(display=False) as counter:
                 outputs = model(*inputs)
-            tensors = [*_tensors(inputs), *_tensors(outputs)]
+            tensors = [*tensors_in(inputs), *tensors_in(outputs)]
             if isinstance(model, torch.nn.Module):
                 tensors += [*model.parameters(), *model.buffers()]
-            return Figures(flops=int(counter.get_total_flops()), bytes=_distinct_bytes(tensors))
+            return Figures(flops=int(counter.get_total_flops()), bytes=distinct_bytes(tensors))
     except Exception as exc:
         text = " ".join(f"{type(exc).__name__}: {exc}".split())
         raise CountFailed(text if len(text) <= 200 else text[:197] + "...") from None
 
 
-def _tensors(value: Any) -> Iterator[Any]:
+def tensors_in(value: Any) -> Iterator[Any]:
     import torch
 
     if isinstance(value, torch.Tensor):
         yield value
     elif isinstance(value, (list, tuple)):
         for item in value:
-            yield from _tensors(item)
+            yield from tensors_in(item)
     elif isinstance(value, dict):
         for item in value.values():
-            yield from _tensors(item)
+            yield from tensors_in(item)
 
 
-def _distinct_bytes(tensors: Iterable[Any]) -> int:
+def distinct_bytes(tensors: Iterable[Any]) -> int:
     """Bytes of the tensors, a storage shared by several of them counted at its first tensor."""
     seen: set[int] = set()
     total = 0
