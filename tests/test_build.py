@@ -44,3 +44,42 @@ def test_source_hash_changes_with_any_file(tmp_path):
     assert load_solution(tmp_path).source_hash == first
     (tmp_path / "k.cu").write_text("// v2\n")
     assert load_solution(tmp_path).source_hash != first
+
+
+def test_a_build_killed_mid_way_leaves_no_lock_that_stops_the_next(tmp_path):
+    from torch.utils.file_baton import FileBaton
+
+    from rooftop.build.cache import exclusive_build
+
+    stale = tmp_path / "torch_extensions" / "ext_v1" / "lock"  # as torch leaves it when killed
+    stale.parent.mkdir(parents=True)
+    stale.write_text("")
+    with exclusive_build(tmp_path):
+        assert not stale.exists()
+        assert FileBaton(str(stale)).try_acquire()  # torch's builder would now build, not wait
+
+
+def test_builds_of_one_source_take_turns_across_processes(tmp_path):
+    import subprocess
+    import sys
+
+    from rooftop.build.cache import exclusive_build
+
+    # the other process holds the folder, starts a build (its torch lock file), then dies without
+    # cleaning up; this process gets the folder only after it is gone, and then finds no lock
+    code = (
+        "import sys, time; from pathlib import Path; from rooftop.build.cache import exclusive_build\n"
+        "folder = Path(sys.argv[1])\n"
+        "with exclusive_build(folder):\n"
+        "    ext = folder / 'torch_extensions' / 'ext'; ext.mkdir(parents=True); (ext / 'lock').write_text('')\n"
+        "    print('holding', flush=True); time.sleep(1.0); (folder / 'finished').write_text('')\n"
+        "    import os; os._exit(0)\n"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        with exclusive_build(tmp_path):
+            assert (tmp_path / "finished").exists()
+            assert not (tmp_path / "torch_extensions" / "ext" / "lock").exists()
+    finally:
+        holder.wait(timeout=30)

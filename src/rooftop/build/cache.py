@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -42,3 +45,23 @@ def build_dir(source_hash: str, platform_key: str, root: Path | None = None) -> 
     path = source_dir(source_hash, root) / safe
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@contextmanager
+def exclusive_build(folder: Path) -> Iterator[None]:
+    """One build at a time in `folder`, across processes, and no lock left behind by a killed one.
+
+    torch's extension builder marks a build in progress with a `lock` file that only the builder
+    removes, and every later build of the same extension waits for that file with no time limit: a
+    build killed at its time limit (or by a signal) made each later evaluation of the same source
+    hang until the build gate's own limit. An advisory lock on the folder, which the kernel releases
+    when its holder dies, says who is building; whoever holds it knows any `lock` file under
+    torch_extensions/ is stale and removes it."""
+    with open(folder / ".build.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # waits for a live build of the same source, then reuses it
+        try:
+            for stale in (folder / "torch_extensions").glob("**/lock"):
+                stale.unlink(missing_ok=True)
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

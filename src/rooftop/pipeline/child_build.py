@@ -16,11 +16,15 @@ from rooftop.verdict import Gate, GateFailed, Status, crash_status
 
 
 def build(job: EvalJob, folder: Path) -> tuple[ModuleType, bool | None]:
-    """The solution's module, and whether its compiled parts came from the cache (None: nothing compiled)."""
-    cached = _compile_native(job, folder)
-    compiled_before = set(folder.rglob("*.so"))
-    module = _import_solution(job)
-    compiled_after = set(folder.rglob("*.so"))
+    """The solution's module, and whether its compiled parts came from the cache (None: nothing compiled).
+    Builds of one source take turns (build/cache.py exclusive_build): importing runs load_inline."""
+    from rooftop.build.cache import exclusive_build
+
+    with exclusive_build(folder):
+        cached = _compile_native(job, folder)
+        compiled_before = set(folder.rglob("*.so"))
+        module = _import_solution(job)
+        compiled_after = set(folder.rglob("*.so"))
     if not compiled_after:
         return module, None  # nothing was compiled: Python, or Triton (which compiles at first call)
     return module, cached and compiled_after == compiled_before
