@@ -3,13 +3,12 @@ the deck `kernelbench-hard`, on small folders in their format that the tests wri
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
+from test_kernelbench import one_line_error, rooftop
 
 from rooftop.errors import UserError
 from rooftop.problem.instance import ProblemInstance
@@ -191,20 +190,6 @@ def notes(report, name: str) -> dict[str, list[str]]:
     for n in item.notes:
         found.setdefault(n.field, []).append(n.note)
     return found
-
-
-def rooftop(*args, decks: Path | None = None, timeout=300):
-    env = {**os.environ, "COLUMNS": "200"}
-    if decks is not None:
-        env["ROOFTOP_DECKS"] = str(decks)
-    return subprocess.run([sys.executable, "-m", "rooftop", *args], capture_output=True, text=True,
-                          check=False, env=env, timeout=timeout)
-
-
-def one_line_error(proc, needle: str) -> None:
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in proc.stderr, proc.stderr
 
 
 # -- import ---------------------------------------------------------------------------------------
