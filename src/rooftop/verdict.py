@@ -112,6 +112,8 @@ class ShapeResult(BaseModel):
     kernel_share: float | None = None  # share of profiled GPU kernel time in the solution's own kernels
     profiled_kernel_seconds: float | None = None  # GPU busy time of the profiled call's kernels, all streams
     profiled_event_seconds: float | None = None  # the same call timed by events on the caller's stream
+    untimed_seconds: float | None = None  # per call: round trip less reported time, spin and harness cost
+    harness_seconds: float | None = None  # the harness's own cost per call (no-op calls before the solution)
     flags: list[str] = []  # cross-checks that failed on this shape: clocks, wall, events, roofline (under an
     # estimated floor), contention (details in warnings)
 

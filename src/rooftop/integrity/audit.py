@@ -103,11 +103,44 @@ GUARDED = (
     "torch.cuda.synchronize", "torch.cuda._sleep", "torch.Tensor.zero_", "torch.Tensor.clone", "torch.Tensor.reshape",
     "torch.Tensor.to", "torch.Tensor.tolist", "torch.Tensor.cpu", "torch.randint",
     "rooftop.measure.timer.CudaEventClock.time", "rooftop.measure.timer.CpuClock.time",
+    "rooftop.measure.timer.CudaEventClock._sealed_time", "rooftop.integrity.seal.SealedTimer.cuda_begin",
+    "rooftop.integrity.seal.SealedTimer.cuda_end", "rooftop.integrity.seal.SealedTimer.cpu_time",
     "rooftop.check.probe.probe_output", "rooftop.check.probe.probe_outputs", "rooftop.problem.instance.drawn_inputs",
     "rooftop.problem.instance.ProblemInstance.inputs", "rooftop.problem.instance.seed_generators",
     "rooftop.pipeline.channel.ChannelWriter.send", "rooftop.check.landing.LandingTarget.write",
     "rooftop.integrity.audit.Audit.findings", "rooftop.integrity.audit.Audit.__enter__",
 )
+
+
+# C functions behind builtins the timing and the channel rest on: native code can point the
+# method table entry (a writable `PyMethodDef.ml_meth`) elsewhere without replacing the object
+GUARDED_NATIVE = (
+    "time.perf_counter", "time.monotonic", "time.perf_counter_ns", "torch._C._CudaEventBase.elapsed_time",
+    "torch._C._CudaEventBase.record", "torch._C._CudaEventBase.synchronize", "torch._C._cuda_synchronize",
+)
+
+
+def c_implementation(value: Any) -> int | None:
+    """The address of the C function behind a builtin function or method descriptor (read through
+    its `PyMethodDef`), or None for anything else. The method table is found from the object's own
+    layout (CPython: `m_ml` after the object header; a descriptor's `d_method` after its type,
+    name and qualified name), and trusted only when the table names the same function."""
+    import ctypes
+    import types
+
+    if isinstance(value, types.BuiltinFunctionType):
+        offset = 16
+    elif isinstance(value, types.MethodDescriptorType):
+        offset = 40
+    else:
+        return None
+    table = ctypes.c_void_p.from_address(id(value) + offset).value
+    if not table:
+        return None
+    name = ctypes.c_char_p.from_address(table).value or b""
+    if name.decode(errors="replace") != value.__name__:
+        return None
+    return ctypes.c_void_p.from_address(table + 8).value
 
 
 def _locate(dotted: str) -> tuple[str, list[str]]:
@@ -134,14 +167,24 @@ def _resolve(module: str, attrs: list[str]) -> Any:
 
 
 class TamperGuard:
-    """Remembers the functions the harness relies on, and names any that were replaced since."""
+    """Remembers the functions the harness relies on, and names any that were replaced since:
+    the Python objects, and the C functions behind the builtins among them (`GUARDED_NATIVE`, where
+    they exist: a CPU-only torch has no CUDA events)."""
 
-    def __init__(self, names: tuple[str, ...] = GUARDED) -> None:
+    def __init__(self, names: tuple[str, ...] = GUARDED, native: tuple[str, ...] = GUARDED_NATIVE) -> None:
         self._where = {name: _locate(name) for name in names}
         self._originals = {name: _resolve(*where) for name, where in self._where.items()}
         missing = [name for name, original in self._originals.items() if original is None]
         if missing:
             raise RuntimeError(f"the tamper guard names what does not exist: {', '.join(missing)}")
+        self._native = {}
+        for name in native:
+            value = _resolve(*_locate(name))
+            address = c_implementation(value)
+            if address is not None:
+                self._native[name] = (value, address)
 
     def replaced(self) -> list[str]:
-        return [name for name, original in self._originals.items() if _resolve(*self._where[name]) is not original]
+        found = [name for name, original in self._originals.items() if _resolve(*self._where[name]) is not original]
+        return found + [f"the C function behind {name}" for name, (value, address) in self._native.items()
+                        if c_implementation(value) != address]

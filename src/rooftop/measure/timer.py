@@ -26,13 +26,29 @@ class Clock(Protocol):
         ...
 
 
+def _sealed() -> Any:
+    """The process's sealed timer (integrity/seal.py), when the evaluation child sealed one."""
+    from rooftop.integrity.seal import active
+
+    sealed = active()
+    return sealed.timer if sealed is not None else None
+
+
 class CpuClock:
+    """The monotonic clock around one call: read by the sealed timer's own system call when the
+    process has one, else by perf_counter."""
+
     name = "cpu_perf_counter"
+
+    def __init__(self) -> None:
+        self._sealed = _sealed()
 
     def prepare(self) -> None:
         pass
 
     def time(self, call: Callable[[], Any]) -> float:
+        if self._sealed is not None:
+            return self._sealed.cpu_time(call)
         start = time.perf_counter()
         call()
         return time.perf_counter() - start
@@ -60,6 +76,10 @@ class CudaEventClock:
 
     Host work hidden by the spin cannot read the call's inputs: they are on the GPU, behind the
     spin, and a synchronization waits for it, after which all the rest is timed.
+
+    In the evaluation child the flush, the spin and the event pair are the sealed timer's
+    (integrity/seal.py: compiled, its pages out of the candidate's reach); the same steps through
+    torch remain for processes without one.
     """
 
     name = "cuda_event"
@@ -72,8 +92,10 @@ class CudaEventClock:
         import torch
 
         self._torch = torch
+        sealed = _sealed()
+        self._sealed = sealed if sealed is not None and sealed.cuda else None
         l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)) or 64 << 20
-        self._flush = torch.zeros(2 * l2, dtype=torch.int8, device=device)
+        self._flush = torch.zeros(2 * l2 if self._sealed is None else 16, dtype=torch.int8, device=device)
         self._sink = torch.empty((), dtype=torch.int8, device=device)
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
@@ -81,6 +103,7 @@ class CudaEventClock:
         self._hold_cycles = self.cycles_for(self.HOLD_SECONDS)
         self._queueing: deque[float] = deque(maxlen=self.HOLD_WINDOW)
         self._reset_persisting = _persisting_l2_reset()
+        self.last_hold = 0.0  # seconds the last timed call's spin lasted
 
     def cycles_for(self, seconds: float) -> int:
         """GPU clock cycles that `_sleep` spins for `seconds` (the rate measured when the clock was made)."""
@@ -102,11 +125,17 @@ class CudaEventClock:
         return hold_seconds(self._queueing)
 
     def prepare(self) -> None:
+        if self._sealed is not None:
+            self._sealed.cuda_begin(self._torch.cuda.current_stream().cuda_stream, 1)
+            return
         if self._reset_persisting is not None:
             self._reset_persisting()
         self._torch.amax(self._flush, dim=0, out=self._sink)
 
     def time(self, call: Callable[[], Any]) -> float:
+        if self._sealed is not None:
+            return self._sealed_time(call)
+        self.last_hold = self._hold_cycles / self._cycles_per_second
         self.prepare()
         self._torch.cuda._sleep(self._hold_cycles)
         queued = time.perf_counter()
@@ -117,6 +146,17 @@ class CudaEventClock:
         self._hold_cycles = self.cycles_for(self.hold)
         self._end.synchronize()
         return self._start.elapsed_time(self._end) / 1e3
+
+    def _sealed_time(self, call: Callable[[], Any]) -> float:
+        assert self._sealed is not None
+        stream = self._torch.cuda.current_stream().cuda_stream
+        self.last_hold = self._hold_cycles / self._cycles_per_second
+        self._sealed.cuda_begin(stream, self._hold_cycles)
+        queued = time.perf_counter()
+        call()
+        self._queueing.append(time.perf_counter() - queued)
+        self._hold_cycles = self.cycles_for(self.hold)
+        return self._sealed.cuda_end(stream)
 
 
 def hold_seconds(queueing: Iterable[float]) -> float:

@@ -66,6 +66,25 @@ def call(ev: Evaluation, shape: Shape, *, full: bool = False, audit: bool = Fals
     return Called(reply, expected, inputs, reference_seconds, wall, reference_wall, reference_clock, clock, seed)
 
 
+def harness_costs(ev: Evaluation, shape: Shape, calls: int) -> list[float]:
+    """What the harness itself costs per call on this shape, on the trusted clock: the round trips
+    of no-op calls (inputs made, the clock's flush and spin, a call that returns its first input,
+    the probes), less the clock's own time and spin. The wall floor (pipeline/timing.py) holds
+    the candidate's calls to it."""
+    assert ev.session is not None
+    checks = ev.settings.checks
+    seed = ev.seeds.next()
+    costs = []
+    for _ in range(calls):
+        request = CallRequest(gate=ev.state.gate, shape=shape.name, seed=seed if not checks else ev.seeds.next(),
+                              noop=True, probe=True, reuse=not checks, pool_sets=ev.pool_sets.get(shape.name))
+        reply, wall = ev.session.request(request, CallReply, ev.state.deadline)
+        if reply.failure is not None:
+            raise GateFailed(reply.failure.status, *reply.failure.messages)
+        costs.append(wall - float(reply.seconds or 0.0) - reply.hold)
+    return costs
+
+
 def expect(ev: Evaluation, shape: Shape, called: Called) -> Called:
     """A call made without the reference, with what it should have returned: its inputs made
     again from its seed and the reference run on them, untimed, after the reply came back."""

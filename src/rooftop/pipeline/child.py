@@ -18,6 +18,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -26,6 +27,7 @@ from pydantic import ValidationError
 from rooftop.environment import process_age
 from rooftop.errors import is_out_of_memory
 from rooftop.integrity.audit import TamperGuard
+from rooftop.integrity.seal import TIMER_ENV
 from rooftop.pipeline.channel import ChannelWriter
 from rooftop.pipeline.child_build import build, describe, prepare_build_folder, status_for_exception
 from rooftop.pipeline.job import WARM_CUDA, WARM_IMPORTS, EvalJob
@@ -68,8 +70,9 @@ def main(argv: list[str]) -> int:
         except Exception:  # noqa: BLE001  (the load gate makes it again and reports what fails)
             pass
 
-    # the guard is armed before any candidate code runs
+    # the guard is armed before any candidate code runs; the timer is sealed when the job comes
     harness = Harness(TamperGuard(), socket.socket(fileno=descriptor_fd))
+    harness.timer_library = os.environ.pop(TIMER_ENV, "")
     harness.phases["interpreter_and_imports"] = process_age()
     channel.send("hello")
     for line in requests:
@@ -95,6 +98,7 @@ class Harness:
         self.models: dict[str, Any] = {}
         self.instance: Any = None  # ProblemInstance, made at load
         self.runner: Any = None  # CallRunner, made at load
+        self.timer_library = ""  # the sealed timer's path (integrity/seal.py), given at spawn
 
     def handle(self, request: Request) -> _Reply:
         op = request.op
@@ -115,9 +119,45 @@ class Harness:
         from rooftop.environment import collect_environment
 
         self.job = request.job
-        if self.job.build_only:  # the build stage: no GPU here to describe
+        if self.job.build_only:  # the build stage: no GPU here to describe, nothing timed
             return JobReply()
-        return JobReply(environment=collect_environment(self.job.device, self.job.solution))
+        environment = collect_environment(self.job.device, self.job.solution)
+        started = time.monotonic()
+        sealed, unsealed = self._seal()
+        self.phases["sealed_timer"] = time.monotonic() - started
+        self._prepare_calls()
+        return JobReply(environment=environment, sealed=sealed, unsealed=unsealed)
+
+    def _prepare_calls(self) -> None:
+        """The reference's instance and the call runner, before any candidate code: no-op calls
+        measure the harness's own cost per call here, untouched by it (pipeline/timing.py)."""
+        from rooftop.pipeline.child_call import CallRunner
+        from rooftop.problem.instance import ProblemInstance, set_precision
+
+        job = self._job()
+        set_precision(job.problem.spec)
+        self.instance = ProblemInstance(job.problem, job.device, job.weights_seed, module_name="rooftop_reference")
+        self.runner = CallRunner(job, self.instance, self.models, self.guard, self.descriptors)
+
+    def _seal(self) -> tuple[str, str]:
+        """Load and seal the timer before the build imports any candidate code: (how, why not)."""
+        from rooftop.integrity.seal import SealError, seal_timer
+
+        if not self.timer_library:
+            return "", "no sealed timer was built for this child (no C compiler on the trusted side)"
+        cuda = None
+        if self._job().device == "cuda":
+            import torch
+
+            def cuda(timer: Any) -> None:
+                torch.empty(1, device="cuda")  # the context the timer's events and kernels belong to
+                props = torch.cuda.get_device_properties(0)
+                l2 = int(getattr(props, "L2_cache_size", 0)) or 64 << 20
+                timer.init_cuda(2 * l2, 4 * props.multi_processor_count)
+        try:
+            return seal_timer(Path(self.timer_library), cuda).describe(), ""
+        except (SealError, OSError) as exc:
+            return "", str(exc)
 
     def build(self, _request: BuildRequest) -> BuildReply:
         from rooftop.problem.instance import set_precision
@@ -130,9 +170,6 @@ class Harness:
         return BuildReply(seconds=time.monotonic() - started, cached=cached)
 
     def load(self, _request: LoadRequest) -> LoadReply:
-        from rooftop.pipeline.child_call import CallRunner
-        from rooftop.problem.instance import ProblemInstance
-
         job = self._job()
         self.gate = Gate.load
         started = time.monotonic()
@@ -142,13 +179,13 @@ class Harness:
             torch.empty(1, device="cuda")  # the CUDA context, timed on its own
             self.phases["cuda_context"] = time.monotonic() - started
         models_started = time.monotonic()
-        self.instance = ProblemInstance(job.problem, job.device, job.weights_seed, module_name="rooftop_reference")
+        if self.instance is None:
+            self._prepare_calls()
         cls = candidate_class(self.module)
         copied = True
         for shape in job.shapes:
             self.models[shape.name], same = self._construct(cls, shape)
             copied = copied and same
-        self.runner = CallRunner(job, self.instance, self.models, self.guard, self.descriptors)
         self.gate = Gate.correctness
         self.phases["models"] = time.monotonic() - models_started
         return LoadReply(seconds=time.monotonic() - started, phases=self.phases, detail="weights copied" if copied
@@ -156,6 +193,8 @@ class Harness:
 
     def call(self, request: CallRequest) -> CallReply:
         self.gate = request.gate
+        if self.runner is None:
+            raise GateFailed(Status.internal_error, "the child was asked for a call before it had a job")
         return self.runner.call(request)
 
     def _job(self) -> EvalJob:

@@ -31,6 +31,11 @@ from rooftop.verdict import GateFailed, Status
 PROFILE_HOLD_SECONDS = 2e-3  # the spin before the profiled call's start event (its launches queue meanwhile)
 
 
+def _first_input(*inputs: Any) -> Any:
+    """The no-op call's model: it returns its first input, so the probes that follow read a tensor."""
+    return inputs[0] if inputs else None
+
+
 @contextmanager
 def harness_step(what: str) -> Iterator[None]:
     """A step of the harness's own (making inputs, snapshots, copying outputs out) that fails is
@@ -66,7 +71,8 @@ class CallRunner:
         self.reused: dict[tuple[str, int], list] = {}  # checks off: a fixed pool, as naive harnesses do
 
     def call(self, request: CallRequest) -> CallReply:
-        shape, model = self.shapes[request.shape], self.models[request.shape]
+        shape = self.shapes[request.shape]
+        model = _first_input if request.noop else self.models[request.shape]
         with harness_step("making the inputs"):
             inputs = self._inputs(request)
         reply = CallReply()
@@ -74,7 +80,8 @@ class CallRunner:
             if request.check_inputs:
                 reply.inputs = [probe_output(x) for x in inputs]
             pristine = clone(inputs) if request.check_inputs else None
-        audit = Audit(count_compute=request.audit and not self.job.problem.spec.policy.allow_torch_ops)
+        audit = Audit(count_compute=request.audit and not request.noop and
+                      not self.job.problem.spec.policy.allow_torch_ops)
         result, inputs = self._run(request, shape.name, model, inputs, audit, reply)
         reply.findings = audit.findings() + self._tampering()
         if request.probe:
@@ -153,6 +160,7 @@ class CallRunner:
                 box["result"] = graphed.outputs
             else:
                 reply.seconds = self.clock.time(run)
+                reply.hold = getattr(self.clock, "last_hold", 0.0)
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
         return box["result"], inputs

@@ -82,6 +82,7 @@ class Evaluation:
     landing: Landing | None = None  # where full calls write their outputs (check/landing.py)
     pool_sets: dict[str, int] = field(default_factory=dict)  # input sets per shape, from the memory plan
     phases: dict[str, float] = field(default_factory=dict)  # where the time went (seconds per phase)
+    harness_cost: dict[str, list[float]] = field(default_factory=dict)  # no-op calls per shape, before the solution
     inputs_checked: int = 0  # checked calls whose inputs agreed on both sides at the sampled positions
 
     def add_time(self, phase: str, seconds: float) -> None:

@@ -9,13 +9,14 @@ import time
 from typing import Any, ClassVar
 
 from rooftop.measure.stopping import TimingPolicy
+from rooftop.pipeline.calls import harness_costs
 from rooftop.pipeline.context import Evaluation
 from rooftop.pipeline.correctness import check_shape
 from rooftop.pipeline.protocol import BuildReply, BuildRequest, JobReply, JobRequest, LoadReply, LoadRequest
 from rooftop.pipeline.scoring import score
 from rooftop.pipeline.spawn import start_child
 from rooftop.pipeline.static import check_solution_files
-from rooftop.pipeline.timing import time_shape
+from rooftop.pipeline.timing import FLOOR_CALLS, time_shape
 from rooftop.pipeline.trusted import TrustedReference
 from rooftop.problem.spec import Shape
 from rooftop.verdict import Gate, GateFailed, GateRecord, Status
@@ -91,6 +92,12 @@ def hand_over_and_build(ev: Evaluation) -> GateRecord:
     raise_failure(reply)
     if reply.environment is not None:  # None from a build-stage child, which sees no GPU to describe
         ev.verdict.environment = reply.environment
+        if reply.unsealed:
+            ev.verdict.warnings.append(f"[sealed] the timer could not be sealed in the evaluation child "
+                                       f"({reply.unsealed}); its times rest on the trusted wall floor alone")
+        if ev.settings.timing and ev.settings.checks:  # the harness's cost per call, before any candidate code
+            for shape in ev.shapes:
+                ev.harness_cost[shape.name] = harness_costs(ev, shape, FLOOR_CALLS)
     built, _ = ev.session.request(BuildRequest(), BuildReply, ev.state.deadline)
     raise_failure(built)
     ev.phases["build"] = built.seconds

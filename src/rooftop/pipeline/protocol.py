@@ -75,6 +75,7 @@ class CallRequest(_Request):
     probe: bool = True  # read values at random positions of the outputs
     reuse: bool = False  # checks off: the same inputs for the same seed (as naive harnesses do)
     graph: bool = False  # time a CUDA-graph replay
+    noop: bool = False  # time a call that does nothing, on the same path: the harness's own fixed cost
 
 
 class QuitRequest(_Request):
@@ -95,6 +96,8 @@ class _Reply(BaseModel):
 class JobReply(_Reply):
     op: Literal["job"] = "job"
     environment: Environment | None = None
+    sealed: str = ""  # how the timer was sealed (integrity/seal.py); empty for a build-stage child
+    unsealed: str = ""  # why the timer could not be sealed, when it could not
 
 
 class BuildReply(_Reply):
@@ -113,6 +116,7 @@ class LoadReply(_Reply):
 class CallReply(_Reply):
     op: Literal["call"] = "call"
     seconds: float | None = None  # the clock's time for the call (None for a profiled call)
+    hold: float = 0.0  # seconds the GPU spun before the start event (not timed, inside the round trip)
     detail: str = ""  # a profiled call: why it ran unprofiled
     outputs: list[Probe] = []  # values at random positions of each output
     inputs: list[Probe] = []  # values at random positions of the inputs it generated

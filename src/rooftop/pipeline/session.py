@@ -77,7 +77,7 @@ class ChildSession:
         try:
             socket.send_fds(self._descriptors, [b"d"], [fd])
         except OSError:
-            raise GateFailed(None, *self._death(), lost="crash")
+            raise self._lost()
 
     def request(self, request: Request, expect: type[R], deadline: float) -> tuple[R, float]:
         """Send one request; its validated reply and the trusted wall time the round trip took."""
@@ -90,7 +90,7 @@ class ChildSession:
         try:
             os.write(self._request_write, (request.model_dump_json() + "\n").encode())
         except OSError:
-            raise GateFailed(None, *self._death(), lost="crash")
+            raise self._lost()
         message = self._receive(deadline)
         wall = time.perf_counter() - started
         try:
@@ -106,12 +106,23 @@ class ChildSession:
         message = self.reader.receive(deadline)
         if message is None:
             if self.reader.closed:
-                raise GateFailed(None, *self._death(), lost="crash")
+                raise self._lost()
             raise GateFailed(Status.timeout, lost="timeout")
         if message.get("type") == "garbled":
             raise GateFailed(Status.rejected, f"unreadable message on the channel: {message.get('text', '')}",
                              lost="protocol")
         return message
+
+    def _lost(self) -> GateFailed:
+        """The failure for a child that died. Death by SIGSYS is the seal's seccomp filter killing
+        it for reaching for the sealed timer's pages (integrity/seal.py): a rejection, not a crash."""
+        how, tail = self._death()
+        if how == f"was killed by {signal.SIGSYS.name}":
+            return GateFailed(Status.rejected, "[sealed] the solution's process tried to change, unmap or replace "
+                              "the sealed timer's memory, or to write another process's memory (ptrace, "
+                              "process_vm_writev), and the seccomp filter killed it with SIGSYS"
+                              + (f"; its last output:\n{tail}" if tail else ""))
+        return GateFailed(None, how, tail, lost="crash")
 
     def _death(self) -> tuple[str, str]:
         how = self.exit_description()

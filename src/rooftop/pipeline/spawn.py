@@ -96,11 +96,25 @@ def _start(problem: Problem, solution: Solution, device: str, sandbox: str, root
     warm = {WARM_IMPORTS: ",".join(solution.runtime_modules)}
     if warm_cuda and device == "cuda":
         warm[WARM_CUDA] = "1"
-    plan_ = plan(sandbox, scratch=scratch, device=device, extra_env={**child_env(device), **bytecode_env, **warm},
+    timer_env, timer_files = _sealed_timer()
+    plan_ = plan(sandbox, scratch=scratch, device=device,
+                 extra_env={**child_env(device), **bytecode_env, **warm, **timer_env},
                  writable=[source_dir(solution.source_hash, root)],
-                 readable=[solution.path, problem.reference, PACKAGE, *bytecode_folders])
+                 readable=[solution.path, problem.reference, PACKAGE, *bytecode_folders, *timer_files])
     session = ChildSession(plan_, scratch, scratch / "child.log")
     return Started(_key(problem, solution, device, sandbox, root), session, scratch, plan_)
+
+
+def _sealed_timer() -> tuple[dict[str, str], list[Path]]:
+    """The sealed timer library, built here (a trusted process) and handed to the child read-only;
+    without a C compiler there is none, and the child says so in its reply to the job."""
+    from rooftop.integrity.seal import TIMER_ENV, SealError, library_path
+
+    try:
+        path = library_path()
+    except (SealError, OSError):
+        return {}, []
+    return {TIMER_ENV: str(path)}, [path]
 
 
 def prestart(problem: Problem, solution: Solution, device: str, sandbox: str, warm_cuda: bool = False) -> None:

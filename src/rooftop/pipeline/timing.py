@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 import secrets
+import statistics
 import time
 
 from rooftop.check.probe import check_probes
@@ -24,7 +25,7 @@ from rooftop.integrity.kernels import busy_seconds, kernel_share, solution_kerne
 from rooftop.measure.contention import assess, sample_load
 from rooftop.measure.loop import PairedSampling, Taken
 from rooftop.measure.stopping import TimingPolicy
-from rooftop.pipeline.calls import Called, call, expect
+from rooftop.pipeline.calls import Called, call, expect, harness_costs
 from rooftop.pipeline.context import Evaluation
 from rooftop.pipeline.events import Samples
 from rooftop.pipeline.protocol import CallReply
@@ -39,6 +40,12 @@ RETRY_PAUSE = 0.5  # seconds before a retry: a passing burst of other work may e
 MIN_WINDOW = 0.25  # seconds of load counters read around a CPU shape's timing
 REFERENCE_OFF = 2.0  # reference median over candidate median from which a stopped reference leaves the calls
 CHECK_SHARE = 4  # one in this many calls without the reference is checked, drawn after its reply
+FLOOR_CALLS = 8  # no-op calls per shape measuring the harness's own cost, before the candidate loads and after timing
+# seconds a call may spend outside the clock beyond the harness's cost: its median moved by up to
+# 30 % (about 300 us of 1 ms) between the no-op calls before loading and after timing on an H100
+FLOOR_SLACK = 300e-6
+FLOOR_SHARE = 0.5  # ... plus this share of the harness's cost
+FLOOR_TIME_SHARE = 0.05  # ... plus this share of the reported time
 
 
 def time_shape(ev: Evaluation, shape: Shape, result: ShapeResult, policy: TimingPolicy, profiled: bool) -> None:
@@ -77,6 +84,7 @@ def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
     counts_compute = not ev.problem.spec.policy.allow_torch_ops  # the dispatch audit has work to do
     pool = ev.checked_seeds.get(shape.name, [])
     calls, reported = 0, 0.0
+    untimed: list[float] = []  # each sample's round trip less its reported time and spin (the wall floor's)
     # the profiled call takes the place of a timed sample drawn in secret: to the child it is one
     # more call of this shape, neither first nor last
     profile_at = secrets.randbelow(policy.min_samples) if profiled else -1
@@ -105,6 +113,8 @@ def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
             reference = Taken(float(called.reference_seconds or 0.0), called.reference_clock,
                               called.reference_wall) if referenced else None
             sampling.record([Taken(seconds, called.clock, called.wall), reference], warming)
+            if not warming:
+                untimed.append(called.wall - seconds - called.reply.hold)
             if referenced and not warming:
                 fastest_paired = min(fastest_paired, seconds)
         if time.monotonic() - reported > EVENT_EVERY:
@@ -114,6 +124,34 @@ def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
     clock = ev.trusted.clock.name if ev.trusted is not None else "unknown"
     result.candidate, result.reference = sampling.stats(clock)
     cross_check(ev, shape, result, sampling)
+    if ev.settings.checks and shape.name in ev.harness_cost:
+        judge_floor(ev, shape, result, untimed, harness_costs(ev, shape, FLOOR_CALLS))
+
+
+def judge_floor(ev: Evaluation, shape: Shape, result: ShapeResult, untimed: list[float], after: list[float]) -> None:
+    """The trusted wall floor: a call's round trip, less the harness's own cost (no-op calls made
+    before any candidate code ran) and the spin, is what the call itself took; a reported time
+    well below that means the clock was forged (native code can reach anything in the child).
+    The no-op calls are made again after timing: a harness that got slower is flagged, not used."""
+    before = ev.harness_cost.get(shape.name, [])
+    if not untimed or not before or result.candidate is None:
+        return
+    fixed, reported = statistics.median(before), result.candidate.median
+    outside = statistics.median(untimed) - fixed
+    allowed = FLOOR_SLACK + FLOOR_SHARE * fixed + FLOOR_TIME_SHARE * reported
+    result.untimed_seconds, result.harness_seconds = outside, fixed
+    if after and statistics.median(after) > fixed + allowed:  # compared, never used: the candidate was loaded
+        result.flags.append("wall-floor")
+        ev.verdict.warnings.append(f"[wall-floor] shape '{shape.name}': the harness's own cost per call grew from "
+                                   f"{fixed * 1e6:.0f} us before the solution loaded to "
+                                   f"{statistics.median(after) * 1e6:.0f} us after timing")
+    if outside > allowed:
+        raise GateFailed(Status.rejected, f"[wall-floor] shape '{shape.name}': each call's round trip on the trusted "
+                         f"clock held a median {outside * 1e6:.0f} us more than its reported "
+                         f"{reported * 1e6:.1f} us, the GPU's spin and the harness's own "
+                         f"{fixed * 1e6:.0f} us per call (measured before any solution code ran); more "
+                         f"than {allowed * 1e6:.0f} us of work went untimed, so the reported times are forged "
+                         "or the work ran outside the clock")
 
 
 def _reference_done(sampling: PairedSampling) -> bool:

@@ -1,0 +1,365 @@
+"""The sealed timer: the timed call's clock work in a compiled library (`sealed_timer.c`) that the
+evaluation child loads before any candidate code and then makes impossible to rewrite.
+
+Native candidate code (ctypes, a `load_inline` extension) can write any writable page of its
+process. Sealing takes the timer's pages out of reach, three ways:
+
+- every mapping of the library is replaced by a shared, read-only mapping of a memfd holding the
+  same bytes, sealed against writes: `mprotect` cannot make it writable again, and writes through
+  `/proc/self/mem` or `ptrace` (which can write read-only private pages) fail on a shared one;
+- `mseal` where the kernel has it (Linux 6.10): the mappings cannot be unmapped, moved or changed;
+- a seccomp filter, installed on every thread, that kills the process (SIGSYS) when anything
+  tries to change, unmap, replace or move those pages, or calls `ptrace` or `process_vm_writev`.
+  The trusted side reads that death as `rejected` with `[sealed]`.
+
+What the seal cannot do is make the number trustworthy after it leaves the library: the Python
+that carries it to the channel lives in writable memory. The trusted side's wall floor
+(`pipeline/timing.py`) bounds that.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import hashlib
+import mmap
+import os
+import platform
+import shutil
+import struct
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SOURCE = Path(__file__).with_name("sealed_timer.c")
+TIMER_ENV = "ROOFTOP_SEALED_TIMER"  # the built library's path, handed to the child at spawn
+
+# seccomp and syscall numbers (x86_64)
+SYS = {"mmap": 9, "mprotect": 10, "munmap": 11, "mremap": 25, "madvise": 28, "shmat": 30, "ptrace": 101,
+       "remap_file_pages": 216, "process_vm_writev": 311, "pkey_mprotect": 329, "seccomp": 317, "mseal": 462}
+AUDIT_ARCH_X86_64 = 0xC000003E
+RET_KILL_PROCESS, RET_ALLOW = 0x80000000, 0x7FFF0000
+MAP_FIXED, MREMAP_FIXED, SHM_REMAP = 0x10, 0x2, 0x4000
+F_SEAL_SEAL, F_SEAL_SHRINK, F_SEAL_GROW, F_SEAL_WRITE, F_SEAL_FUTURE_WRITE = 0x1, 0x2, 0x4, 0x8, 0x10
+
+
+class SealError(Exception):
+    """The timer could not be built, loaded or sealed here; the reason says why."""
+
+
+# -- building ---------------------------------------------------------------------------------
+def library_path() -> Path:
+    """The built timer for this source and machine, built once (by a trusted process) into the cache."""
+    from rooftop.build.cache import cache_root
+
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        raise SealError("no C compiler (cc) to build the sealed timer with")
+    key = hashlib.sha256(SOURCE.read_bytes() + platform.machine().encode() + compiler.encode()).hexdigest()[:24]
+    path = cache_root() / "sealed" / f"timer-{key}.so"
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.part")
+    command = [compiler, "-O2", "-shared", "-fPIC", "-nostartfiles", "-fno-plt", "-fno-stack-protector", "-Wl,-z,now",
+               "-Wl,-z,relro", "-o", str(partial), str(SOURCE), "-ldl"]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        partial.unlink(missing_ok=True)
+        raise SealError(f"building the sealed timer failed: {(done.stderr or done.stdout).strip()[:300]}")
+    partial.replace(path)
+    return path
+
+
+# -- the library --------------------------------------------------------------------------------
+CPU_CALL = ctypes.CFUNCTYPE(ctypes.c_int)
+
+
+class SealedTimer:
+    """The loaded library's entry points."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path).resolve()
+        self.lib = ctypes.CDLL(str(self.path))
+        self.lib.rt_cuda_init.argtypes = [ctypes.c_ulonglong, ctypes.c_uint]
+        self.lib.rt_cuda_init.restype = ctypes.c_int
+        self.lib.rt_cuda_begin.argtypes = [ctypes.c_void_p, ctypes.c_ulonglong]
+        self.lib.rt_cuda_begin.restype = ctypes.c_int
+        self.lib.rt_cuda_end.argtypes = [ctypes.c_void_p]
+        self.lib.rt_cuda_end.restype = ctypes.c_double
+        self.lib.rt_cpu_time.argtypes = [CPU_CALL]
+        self.lib.rt_cpu_time.restype = ctypes.c_double
+        self.lib.rt_state.restype = ctypes.c_void_p
+        self.cuda = False
+
+    def init_cuda(self, flush_bytes: int, flush_blocks: int) -> None:
+        rc = self.lib.rt_cuda_init(flush_bytes, flush_blocks)
+        if rc != 0:
+            raise SealError(f"the sealed timer's CUDA setup failed (code {rc})")
+        self.cuda = True
+
+    def cuda_begin(self, stream: int, hold_cycles: int) -> None:
+        rc = self.lib.rt_cuda_begin(stream, hold_cycles)
+        if rc != 0:
+            raise RuntimeError(f"the sealed timer could not start a timed call (CUDA error {rc})")
+
+    def cuda_end(self, stream: int) -> float:
+        seconds = self.lib.rt_cuda_end(stream)
+        if seconds < 0:
+            raise RuntimeError(f"the sealed timer could not end a timed call (CUDA error {int(-seconds)})")
+        return float(seconds)
+
+    def cpu_time(self, call: Callable[[], Any]) -> float:
+        """Seconds `call` took by the library's clock; an exception it raised is raised here."""
+        failure: list[BaseException] = []
+
+        def run() -> int:
+            try:
+                call()
+                return 0
+            except BaseException as exc:  # noqa: BLE001  (carried across the C frame and raised below)
+                failure.append(exc)
+                return 1
+
+        seconds = self.lib.rt_cpu_time(CPU_CALL(run))
+        if failure:
+            raise failure[0]
+        return float(seconds)
+
+
+# -- sealing ----------------------------------------------------------------------------------
+@dataclass
+class Mapping:
+    start: int
+    end: int
+    perms: str
+
+
+def mappings_of(path: Path) -> list[Mapping]:
+    """This process's mappings of one file, from /proc/self/maps."""
+    found = []
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        parts = line.split(maxsplit=5)
+        if len(parts) == 6 and parts[5] == str(path):
+            start, end = (int(x, 16) for x in parts[0].split("-"))
+            found.append(Mapping(start, end, parts[1]))
+    return found
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.syscall.restype = ctypes.c_long
+
+
+def _remap_shared(mapping: Mapping) -> None:
+    """Replace one mapping by a shared, read-only mapping of a write-sealed memfd with its bytes."""
+    size = mapping.end - mapping.start
+    data = ctypes.string_at(mapping.start, size)
+    fd = os.memfd_create("rooftop-sealed-timer", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.write(fd, data)
+        seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL
+        try:
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals | F_SEAL_FUTURE_WRITE)
+        except OSError:
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+        prot = mmap.PROT_READ | (mmap.PROT_EXEC if "x" in mapping.perms else 0)
+        got = _libc.mmap(mapping.start, size, prot, mmap.MAP_SHARED | MAP_FIXED, fd, 0)
+        if got != mapping.start:
+            raise SealError(f"remapping the timer's pages failed: {os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(fd)
+
+
+def _mseal(start: int, size: int) -> bool:
+    """mseal(2) on the range: True when sealed, False where the kernel does not have it."""
+    if _libc.syscall(SYS["mseal"], ctypes.c_ulong(start), ctypes.c_size_t(size), ctypes.c_ulong(0)) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EPERM):
+        return False
+    raise SealError(f"mseal failed: {os.strerror(err)}")
+
+
+class _Program:
+    """A classic-BPF program with symbolic jump targets (all forward), for the seccomp filter."""
+
+    LD_W_ABS, LD_IMM, LD_MEM, LDX_MEM, ST, TAX = 0x20, 0x00, 0x60, 0x61, 0x02, 0x07
+    ADD_X, JA, JEQ, JGT, JGE, JSET, RET = 0x0C, 0x05, 0x15, 0x25, 0x35, 0x45, 0x06
+
+    def __init__(self) -> None:
+        self.code: list[tuple[int, Any, Any, int]] = []
+        self.labels: dict[str, int] = {}
+
+    def op(self, code: int, k: int = 0, jt: Any = 0, jf: Any = 0) -> None:
+        self.code.append((code, jt, jf, k & 0xFFFFFFFF))
+
+    def label(self, name: str) -> None:
+        self.labels[name] = len(self.code)
+
+    def arg(self, index: int, high: bool) -> None:
+        self.op(self.LD_W_ABS, 16 + 8 * index + (4 if high else 0))
+
+    def _offset(self, target: Any, at: int) -> int:
+        """A jump's target as the count of instructions it skips (classic BPF jumps forward only)."""
+        if isinstance(target, int):
+            return target
+        offset = self.labels[target] - at - 1
+        assert 0 <= offset < 256, target
+        return offset
+
+    def assemble(self) -> bytes:
+        out = b""
+        for at, (code, jt, jf, k) in enumerate(self.code):
+            if code == self.JA:
+                k, jt, jf = self._offset(jt, at), 0, 0
+            out += struct.pack("<HBBI", code, self._offset(jt, at), self._offset(jf, at), k)
+        return out
+
+    def overlap(self, tag: str, addr: int, length: int, start: int, end: int, hit: str, clear: str) -> None:
+        """Jump to `hit` when [arg addr, + arg length) meets [start, end), else to `clear` (64-bit
+        arithmetic in 32-bit halves: a < end and a + length > start)."""
+        e_hi, e_lo, s_hi, s_lo = end >> 32, end & 0xFFFFFFFF, start >> 32, start & 0xFFFFFFFF
+        self.arg(addr, True)
+        self.op(self.JGT, e_hi, clear, f"{tag}1")
+        self.label(f"{tag}1")
+        self.op(self.JEQ, e_hi, f"{tag}2", f"{tag}3")
+        self.label(f"{tag}2")
+        self.arg(addr, False)
+        self.op(self.JGE, e_lo, clear, f"{tag}3")
+        self.label(f"{tag}3")  # a < end: now a + length, low half and carry
+        self.arg(addr, False)
+        self.op(self.ST, 0)
+        self.arg(length, False)
+        self.op(self.TAX)
+        self.op(self.LD_MEM, 0)
+        self.op(self.ADD_X)
+        self.op(self.ST, 1)
+        self.op(self.LDX_MEM, 1)
+        self.op(self.LD_MEM, 0)
+        self.op(0x2D, 0, f"{tag}c1", f"{tag}c0")  # JGT X: a_lo > sum_lo means a carry
+        self.label(f"{tag}c1")
+        self.op(self.LD_IMM, 1)
+        self.op(self.ST, 2)
+        self.op(self.JA, 0, f"{tag}h")
+        self.label(f"{tag}c0")
+        self.op(self.LD_IMM, 0)
+        self.op(self.ST, 2)
+        self.label(f"{tag}h")
+        self.arg(addr, True)
+        self.op(self.TAX)
+        self.arg(length, True)
+        self.op(self.ADD_X)
+        self.op(self.TAX)
+        self.op(self.LD_MEM, 2)
+        self.op(self.ADD_X)  # A = high half of a + length
+        self.op(self.JGT, s_hi, hit, f"{tag}4")
+        self.label(f"{tag}4")
+        self.op(self.JEQ, s_hi, f"{tag}5", clear)
+        self.label(f"{tag}5")
+        self.op(self.LD_MEM, 1)
+        self.op(self.JGT, s_lo, hit, clear)
+
+
+def filter_program(start: int, end: int) -> bytes:
+    """The seccomp filter protecting [start, end)."""
+    p = _Program()
+    p.op(p.LD_W_ABS, 4)  # arch
+    p.op(p.JEQ, AUDIT_ARCH_X86_64, "x86", "allow")
+    p.label("x86")
+    p.op(p.LD_W_ABS, 0)  # syscall number
+    for name in ("ptrace", "process_vm_writev"):
+        p.op(p.JEQ, SYS[name], "kill", f"n_{name}")
+        p.label(f"n_{name}")
+    for name in ("mprotect", "pkey_mprotect", "munmap", "madvise", "remap_file_pages"):
+        p.op(p.JEQ, SYS[name], "range01", f"n_{name}")
+        p.label(f"n_{name}")
+    p.op(p.JEQ, SYS["mremap"], "mremap", "n_mremap")
+    p.label("n_mremap")
+    p.op(p.JEQ, SYS["mmap"], "mmap", "n_mmap")
+    p.label("n_mmap")
+    p.op(p.JEQ, SYS["shmat"], "shmat", "allow")
+    p.label("shmat")
+    p.arg(2, False)
+    p.op(p.JSET, SHM_REMAP, "kill", "allow")
+    p.label("mmap")
+    p.arg(3, False)
+    p.op(p.JSET, MAP_FIXED, "range01", "allow")
+    p.label("mremap")
+    p.overlap("r", 0, 1, start, end, "kill", "mremap_new")
+    p.label("mremap_new")
+    p.arg(3, False)
+    p.op(p.JSET, MREMAP_FIXED, "mremap_to", "allow")
+    p.label("mremap_to")
+    p.overlap("t", 4, 2, start, end, "kill", "allow")
+    p.label("range01")
+    p.overlap("a", 0, 1, start, end, "kill", "allow")
+    p.label("kill")
+    p.op(p.RET, RET_KILL_PROCESS)
+    p.label("allow")
+    p.op(p.RET, RET_ALLOW)
+    return p.assemble()
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def install_filter(start: int, end: int) -> None:
+    program = filter_program(start, end)
+    buffer = ctypes.create_string_buffer(program, len(program))
+    prog = _SockFprog(len(program) // 8, ctypes.addressof(buffer))
+    if _libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        raise SealError(f"no_new_privs failed: {os.strerror(ctypes.get_errno())}")
+    rc = _libc.syscall(SYS["seccomp"], 1, 1, ctypes.byref(prog))  # SET_MODE_FILTER, FLAG_TSYNC
+    if rc != 0:
+        raise SealError(f"installing the seccomp filter failed: "
+                        f"{os.strerror(ctypes.get_errno()) if rc < 0 else f'thread {rc} could not take it'}")
+
+
+@dataclass
+class Sealed:
+    """The timer of this process, and how it was sealed."""
+
+    timer: SealedTimer
+    start: int
+    end: int
+    mseal: bool
+
+    def describe(self) -> str:
+        return f"sealed timer: memfd pages, seccomp{', mseal' if self.mseal else ''}"
+
+
+_active: Sealed | None = None
+
+
+def active() -> Sealed | None:
+    """The sealed timer of this process, once `seal_timer` has run."""
+    return _active
+
+
+def seal_timer(path: Path, cuda: Callable[[SealedTimer], None] | None = None) -> Sealed:
+    """Load the timer, let `cuda` set up its device state, then seal it (once per process)."""
+    global _active
+    if _active is not None:
+        return _active
+    if platform.machine() != "x86_64" or not hasattr(os, "memfd_create"):
+        raise SealError(f"sealing is implemented for Linux on x86_64, not {platform.system()} {platform.machine()}")
+    timer = SealedTimer(path)
+    if cuda is not None:
+        cuda(timer)
+    maps = mappings_of(timer.path)
+    state = int(timer.lib.rt_state())
+    if not maps or not any(m.start <= state < m.end for m in maps):
+        raise SealError("the timer's pages were not found in /proc/self/maps")
+    for mapping in maps:
+        _remap_shared(mapping)
+    start, end = min(m.start for m in maps), max(m.end for m in maps)
+    sealed_by_kernel = all([_mseal(m.start, m.end - m.start) for m in maps])
+    install_filter(start, end)
+    _active = Sealed(timer, start, end, sealed_by_kernel)
+    return _active

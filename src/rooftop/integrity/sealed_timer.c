@@ -1,0 +1,169 @@
+/* rooftop's sealed timer: the clock work of one timed call, in compiled code that the evaluation
+ * child loads before any candidate code runs and then seals (integrity/seal.py remaps every page
+ * of this library from a write-sealed memfd, shared and read-only, and installs a seccomp filter).
+ *
+ * Nothing here is written after `rt_cuda_init`: the state lives in this library's data pages, which
+ * become read-only with the rest. The timed path calls the CUDA driver only through the pointers
+ * resolved at init, and reads the CPU clock with its own system call (not through the vDSO).
+ *
+ * Built by integrity/seal.py with the system C compiler; no CUDA headers are needed.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef void *CUstream, *CUevent, *CUmodule, *CUfunction, *CUcontext;
+
+struct driver {
+    CUresult (*mem_alloc)(CUdeviceptr *, size_t);
+    CUresult (*memset_d8)(CUdeviceptr, unsigned char, size_t);
+    CUresult (*event_create)(CUevent *, unsigned);
+    CUresult (*event_record)(CUevent, CUstream);
+    CUresult (*event_synchronize)(CUevent);
+    CUresult (*event_elapsed)(float *, CUevent, CUevent);
+    CUresult (*module_load_data)(CUmodule *, const void *);
+    CUresult (*module_get_function)(CUfunction *, CUmodule, const char *);
+    CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                       CUstream, void **, void **);
+    CUresult (*reset_persisting_l2)(void);
+    CUresult (*ctx_synchronize)(void);
+};
+
+/* one page of state, in .data (file-backed, so it is copied with the library when sealed) */
+static struct state {
+    long ready;
+    struct driver cu;
+    CUevent start, end;
+    CUfunction flush, spin;
+    CUdeviceptr flush_buffer, sink;
+    unsigned long long flush_words; /* 16-byte words */
+    unsigned flush_blocks;
+} st __attribute__((aligned(4096))) = {.ready = -1}; /* not zero: zeroed data would go to .bss, an anonymous mapping */
+
+/* The flush reads (never writes) every 16-byte word of a buffer twice the L2's size and folds them
+ * into a value it stores only when it equals a constant a zeroed buffer never yields, so the reads
+ * cannot be dropped. The spin holds the stream for a number of SM clock cycles. */
+static const char PTX[] =
+    ".version 7.0\n.target sm_70\n.address_size 64\n"
+    ".visible .entry rt_spin(.param .u64 rt_spin_cycles)\n{\n"
+    ".reg .pred %p<2>;\n.reg .b64 %rd<6>;\n"
+    "ld.param.u64 %rd1, [rt_spin_cycles];\nmov.u64 %rd2, %clock64;\n"
+    "$L_spin:\nmov.u64 %rd3, %clock64;\nsub.s64 %rd4, %rd3, %rd2;\nsetp.lt.u64 %p1, %rd4, %rd1;\n"
+    "@%p1 bra $L_spin;\nret;\n}\n"
+    ".visible .entry rt_flush(.param .u64 rt_flush_buf, .param .u64 rt_flush_n, .param .u64 rt_flush_sink)\n{\n"
+    ".reg .pred %p<3>;\n.reg .b32 %r<12>;\n.reg .b64 %rd<12>;\n"
+    "ld.param.u64 %rd1, [rt_flush_buf];\nld.param.u64 %rd2, [rt_flush_n];\nld.param.u64 %rd3, [rt_flush_sink];\n"
+    "cvta.to.global.u64 %rd1, %rd1;\n"
+    "mov.u32 %r1, %ctaid.x;\nmov.u32 %r2, %ntid.x;\nmov.u32 %r3, %tid.x;\nmov.u32 %r4, %nctaid.x;\n"
+    "mul.wide.u32 %rd4, %r1, %r2;\ncvt.u64.u32 %rd5, %r3;\nadd.s64 %rd4, %rd4, %rd5;\n"
+    "mul.wide.u32 %rd6, %r4, %r2;\nmov.u32 %r5, 0;\n"
+    "$L_loop:\nsetp.ge.u64 %p1, %rd4, %rd2;\n@%p1 bra $L_done;\n"
+    "shl.b64 %rd7, %rd4, 4;\nadd.s64 %rd8, %rd1, %rd7;\n"
+    "ld.global.v4.u32 {%r6, %r7, %r8, %r9}, [%rd8];\n"
+    "or.b32 %r5, %r5, %r6;\nor.b32 %r5, %r5, %r7;\nor.b32 %r5, %r5, %r8;\nor.b32 %r5, %r5, %r9;\n"
+    "add.s64 %rd4, %rd4, %rd6;\nbra $L_loop;\n"
+    "$L_done:\nsetp.ne.u32 %p2, %r5, 1592389101;\n@%p2 bra $L_end;\n"
+    "cvta.to.global.u64 %rd9, %rd3;\nst.global.u32 [%rd9], %r5;\n"
+    "$L_end:\nret;\n}\n";
+
+#define THREADS 256
+
+static void *resolve(void *lib, const char *a, const char *b) {
+    void *f = dlsym(lib, a);
+    return f || !b ? f : dlsym(lib, b);
+}
+
+/* 0 on success; otherwise a negative step number, or the driver's error code (positive). */
+int rt_cuda_init(unsigned long long flush_bytes, unsigned flush_blocks) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!lib) lib = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!lib) return -1;
+    if (st.ready == 1) return -2;
+    struct driver *cu = &st.cu;
+    cu->mem_alloc = resolve(lib, "cuMemAlloc_v2", 0);
+    cu->memset_d8 = resolve(lib, "cuMemsetD8_v2", 0);
+    cu->event_create = resolve(lib, "cuEventCreate", 0);
+    cu->event_record = resolve(lib, "cuEventRecord", 0);
+    cu->event_synchronize = resolve(lib, "cuEventSynchronize", 0);
+    cu->event_elapsed = resolve(lib, "cuEventElapsedTime_v2", "cuEventElapsedTime");
+    cu->module_load_data = resolve(lib, "cuModuleLoadData", 0);
+    cu->module_get_function = resolve(lib, "cuModuleGetFunction", 0);
+    cu->launch = resolve(lib, "cuLaunchKernel", 0);
+    cu->reset_persisting_l2 = resolve(lib, "cuCtxResetPersistingL2Cache", 0);
+    cu->ctx_synchronize = resolve(lib, "cuCtxSynchronize", 0);
+    if (!cu->mem_alloc || !cu->memset_d8 || !cu->event_create || !cu->event_record || !cu->event_synchronize ||
+        !cu->event_elapsed || !cu->module_load_data || !cu->module_get_function || !cu->launch ||
+        !cu->ctx_synchronize)
+        return -3;
+    CUresult rc;
+    CUmodule module;
+    if ((rc = cu->module_load_data(&module, PTX))) return rc;
+    if ((rc = cu->module_get_function(&st.flush, module, "rt_flush"))) return rc;
+    if ((rc = cu->module_get_function(&st.spin, module, "rt_spin"))) return rc;
+    if ((rc = cu->event_create(&st.start, 0)) || (rc = cu->event_create(&st.end, 0))) return rc;
+    flush_bytes = (flush_bytes + 15) / 16 * 16;
+    if ((rc = cu->mem_alloc(&st.flush_buffer, flush_bytes)) || (rc = cu->mem_alloc(&st.sink, 16))) return rc;
+    if ((rc = cu->memset_d8(st.flush_buffer, 0, flush_bytes))) return rc;
+    if ((rc = cu->ctx_synchronize())) return rc;
+    st.flush_words = flush_bytes / 16;
+    st.flush_blocks = flush_blocks ? flush_blocks : 1024;
+    st.ready = 1;
+    return 0;
+}
+
+/* Flush the L2 (persisting lines first), spin `hold_cycles`, then record the start event: all on
+ * `stream`, all queued before the call's own launches. */
+int rt_cuda_begin(CUstream stream, unsigned long long hold_cycles) {
+    if (st.ready != 1) return -1;
+    const struct driver *cu = &st.cu;
+    CUresult rc;
+    if (cu->reset_persisting_l2) cu->reset_persisting_l2();
+    CUdeviceptr buffer = st.flush_buffer, sink = st.sink;
+    unsigned long long words = st.flush_words;
+    void *flush_args[] = {&buffer, &words, &sink};
+    if ((rc = cu->launch(st.flush, st.flush_blocks, 1, 1, THREADS, 1, 1, 0, stream, flush_args, 0))) return rc;
+    void *spin_args[] = {&hold_cycles};
+    if ((rc = cu->launch(st.spin, 1, 1, 1, 1, 1, 1, 0, stream, spin_args, 0))) return rc;
+    return cu->event_record(st.start, stream);
+}
+
+/* Record the end event on `stream`, wait for it, and return the seconds between the two events
+ * (negative: the driver's error code, negated). */
+double rt_cuda_end(CUstream stream) {
+    if (st.ready != 1) return -1.0;
+    const struct driver *cu = &st.cu;
+    CUresult rc;
+    float ms = 0.0f;
+    if ((rc = cu->event_record(st.end, stream)) || (rc = cu->event_synchronize(st.end)) ||
+        (rc = cu->event_elapsed(&ms, st.start, st.end)))
+        return -(double)rc;
+    return (double)ms / 1e3;
+}
+
+/* Seconds since an arbitrary point, from the monotonic clock, by a system call of this library's own. */
+static double monotonic(void) {
+    struct timespec ts = {0, 0};
+#if defined(__x86_64__)
+    long ret;
+    __asm__ volatile("syscall" : "=a"(ret) : "a"(228L), "D"(1L), "S"(&ts) : "rcx", "r11", "memory");
+    (void)ret;
+#else
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+#endif
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* One call on the CPU, timed by the monotonic clock; `call` returns non-zero when it failed. */
+double rt_cpu_time(int (*call)(void)) {
+    double started = monotonic();
+    int failed = call();
+    double took = monotonic() - started;
+    return failed ? -1.0 : took;
+}
+
+/* The address of this library's state page, for the seal to check it lies inside the library. */
+const void *rt_state(void) { return &st; }

@@ -1,0 +1,129 @@
+"""The sealed timer on the CPU: built, loaded and sealed in a fresh process, which the kernel
+then holds to the seal. Each case runs in its own interpreter: a seal lasts as long as its process."""
+
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from rooftop.integrity.seal import SealError, library_path
+
+SEAL = """
+import ctypes, mmap, os, sys
+from rooftop.integrity.seal import library_path, seal_timer
+sealed = seal_timer(library_path())
+libc = ctypes.CDLL(None, use_errno=True)
+start, end = sealed.start, sealed.end
+"""
+
+
+def sealed_process(code: str) -> subprocess.CompletedProcess:
+    try:
+        library_path()
+    except SealError as exc:
+        pytest.skip(str(exc))
+    return subprocess.run([sys.executable, "-c", SEAL + textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=60)
+
+
+def killed_by_seal(done: subprocess.CompletedProcess) -> bool:
+    return done.returncode == -signal.SIGSYS
+
+
+def test_the_sealed_clock_times_a_call_and_carries_its_exception():
+    done = sealed_process("""
+        import time
+        took = sealed.timer.cpu_time(lambda: time.sleep(0.02))
+        assert 0.02 <= took < 0.5, took
+        try:
+            sealed.timer.cpu_time(lambda: 1 / 0)
+        except ZeroDivisionError:
+            print("carried")
+    """)
+    assert done.returncode == 0, done.stderr
+    assert "carried" in done.stdout
+
+
+@pytest.mark.parametrize("target", ["start", "end - 4096", "start - 4096, 8192", "start - (1 << 40), (1 << 40) + 1"])
+def test_changing_the_protection_of_any_sealed_page_kills_the_process(target):
+    address, _, length = target.partition(", ")
+    done = sealed_process(f"""
+        libc.mprotect(ctypes.c_void_p({address}), ctypes.c_size_t({length or 4096}), 7)
+        print("survived")
+    """)
+    assert killed_by_seal(done), (done.returncode, done.stdout, done.stderr)
+    assert "survived" not in done.stdout
+
+
+@pytest.mark.parametrize("call", ["munmap(ctypes.c_void_p(start), ctypes.c_size_t(4096))",
+                                  "madvise(ctypes.c_void_p(start), ctypes.c_size_t(4096), 4)",
+                                  "mmap(ctypes.c_void_p(start), ctypes.c_size_t(4096), 3, 0x22 | 0x10, -1, 0)",
+                                  "syscall(101, 16, os.getppid(), 0, 0)"])  # ptrace(PTRACE_ATTACH)
+def test_unmapping_replacing_or_tracing_is_killed(call):
+    done = sealed_process(f"""
+        libc.{call}
+        print("survived")
+    """)
+    assert killed_by_seal(done), (done.returncode, done.stdout, done.stderr)
+
+
+def test_pages_beside_the_seal_and_other_processes_are_untouched():
+    """The filter is inherited by every process the child starts, where the same addresses mean
+    other pages: only the sealed range is refused, and an exec'd compiler runs as before."""
+    done = sealed_process("""
+        buffer = mmap.mmap(-1, 1 << 20)
+        address = ctypes.addressof(ctypes.c_char.from_buffer(buffer))
+        assert libc.mprotect(ctypes.c_void_p(address), ctypes.c_size_t(4096), 1) == 0
+        assert libc.mprotect(ctypes.c_void_p(end), ctypes.c_size_t(0), 1) in (0, -1)
+        assert subprocess.run(["cc", "--version"], capture_output=True).returncode == 0
+        print("fine")
+    """.replace("assert subprocess", "import subprocess; assert subprocess"))
+    assert done.returncode == 0 and "fine" in done.stdout, done.stderr
+
+
+def test_writes_through_proc_self_mem_are_refused():
+    """/proc/self/mem writes past page protections (copy-on-write of a private page); the sealed
+    pages are a shared mapping of a write-sealed memfd, where that write fails."""
+    done = sealed_process("""
+        address = ctypes.cast(sealed.timer.lib.rt_cpu_time, ctypes.c_void_p).value
+        with open("/proc/self/mem", "r+b", buffering=0) as memory:
+            memory.seek(address)
+            try:
+                memory.write(b"\\xc3")
+                print("written")
+            except OSError as exc:
+                print("refused", exc.errno)
+        assert sealed.timer.cpu_time(lambda: None) > 0
+    """)
+    assert done.returncode == 0, done.stderr
+    assert "refused" in done.stdout and "written" not in done.stdout
+
+
+def _floor(untimed_us: float, harness_us: list[float], after_us: list[float], reported_us: float = 50.0):
+    from types import SimpleNamespace
+
+    from rooftop.pipeline.timing import judge_floor
+    from rooftop.problem.spec import Shape
+    from rooftop.verdict import ShapeResult
+
+    shape = Shape(name="s", params={})
+    ev = SimpleNamespace(harness_cost={"s": [x / 1e6 for x in harness_us]}, verdict=SimpleNamespace(warnings=[]))
+    result = ShapeResult(shape="s", params={}, split="visible")
+    result.candidate = SimpleNamespace(median=reported_us / 1e6)
+    judge_floor(ev, shape, result, [untimed_us / 1e6 + 1e-6 * (i % 3) for i in range(50)], [x / 1e6 for x in after_us])
+    return result, ev.verdict.warnings
+
+
+def test_the_wall_floor_passes_the_harness_noise_and_rejects_work_it_did_not_time():
+    from rooftop.verdict import GateFailed, Status
+
+    result, warnings = _floor(untimed_us=1094, harness_us=[757, 766, 819, 862, 864, 943, 990, 1000],
+                              after_us=[1034, 1037, 1063])  # an honest call on an H100, as measured
+    assert result.harness_seconds == pytest.approx(863e-6) and warnings == []
+    with pytest.raises(GateFailed) as failed:
+        _floor(untimed_us=1094 + 3000, harness_us=[757, 766, 819, 862, 864, 943, 990, 1000], after_us=[])
+    assert failed.value.status is Status.rejected and "[wall-floor]" in failed.value.messages[0]
+    _, warnings = _floor(untimed_us=900, harness_us=[800] * 8, after_us=[3000] * 8)
+    assert warnings and "[wall-floor]" in warnings[0]
