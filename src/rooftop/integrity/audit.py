@@ -10,8 +10,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import sys
 import threading
+import types
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -125,9 +127,6 @@ def c_implementation(value: Any) -> int | None:
     its `PyMethodDef`), or None for anything else. The method table is found from the object's own
     layout (CPython: `m_ml` after the object header; a descriptor's `d_method` after its type,
     name and qualified name), and trusted only when the table names the same function."""
-    import ctypes
-    import types
-
     if isinstance(value, types.BuiltinFunctionType):
         offset = 16
     elif isinstance(value, types.MethodDescriptorType):

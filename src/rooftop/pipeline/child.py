@@ -123,6 +123,12 @@ class Harness:
             return JobReply()
         environment = collect_environment(self.job.device, self.job.solution)
         started = time.monotonic()
+        if self.job.device == "cuda":
+            import torch
+
+            torch.empty(1, device="cuda")  # the CUDA context (the sealed timer's events and kernels belong to it)
+            self.phases["cuda_context"] = time.monotonic() - started
+            started = time.monotonic()
         sealed, unsealed = self._seal()
         self.phases["sealed_timer"] = time.monotonic() - started
         self._prepare_calls()
@@ -150,7 +156,6 @@ class Harness:
             import torch
 
             def cuda(timer: Any) -> None:
-                torch.empty(1, device="cuda")  # the context the timer's events and kernels belong to
                 props = torch.cuda.get_device_properties(0)
                 l2 = int(getattr(props, "L2_cache_size", 0)) or 64 << 20
                 timer.init_cuda(2 * l2, 4 * props.multi_processor_count)
@@ -173,12 +178,6 @@ class Harness:
         job = self._job()
         self.gate = Gate.load
         started = time.monotonic()
-        if job.device == "cuda":
-            import torch
-
-            torch.empty(1, device="cuda")  # the CUDA context, timed on its own
-            self.phases["cuda_context"] = time.monotonic() - started
-        models_started = time.monotonic()
         if self.instance is None:
             self._prepare_calls()
         cls = candidate_class(self.module)
@@ -187,7 +186,7 @@ class Harness:
             self.models[shape.name], same = self._construct(cls, shape)
             copied = copied and same
         self.gate = Gate.correctness
-        self.phases["models"] = time.monotonic() - models_started
+        self.phases["models"] = time.monotonic() - started
         return LoadReply(seconds=time.monotonic() - started, phases=self.phases, detail="weights copied" if copied
                          else "parameter names differ from the reference: constructed under the same seed")
 
