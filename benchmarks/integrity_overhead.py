@@ -1,16 +1,19 @@
 """What the integrity checks cost: wall time per evaluation with the checks on and off.
 
 Checks on (the default): a fresh secret seed and fresh inputs for every call, every warm-up and
-timed output probed, the dispatch audit on the full checks and a random eighth of the other
-calls, a profiled call per shape, tamper checks. Checks off: the correctness seeds' inputs are
-made once and cycled through, no probes, no audits, no profile pass — what a naive harness does.
+timed output probed, the dispatch audit on every call of a problem that forbids torch compute,
+every call's kernels traced on every stream and held to its reported time, one call's kernels
+listed per shape (the kernel share), tamper checks, the wall floor's no-op calls. Checks off: the
+correctness seeds' inputs are made once and cycled through, no probes, no audits, no tracing —
+what a naive harness does.
 Both run the same engine (trusted reference, sandbox, child) on the bundled examples' correct
 solutions, alternating on/off per solution so drift hits both.
 
     python benchmarks/integrity_overhead.py [--device cuda] [--repeats N] [--reverse-first] [--json out.json]
+        [--only DECK_PROBLEM_OR_SOLUTION ...]
     python benchmarks/integrity_overhead.py --merge run1.json run2.json   # medians over separate runs
 
-Three variants: checks off; checks on without the profiled call; checks on with it (the default).
+Three variants: checks off; checks on without a listed call; checks on with it (the default).
 """
 
 from __future__ import annotations
@@ -47,12 +50,16 @@ def main() -> None:
     parser.add_argument("--reverse-first", action="store_true", help="start with the variants in reverse order")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--merge", type=Path, nargs="+", help="combine the --json files of separate runs")
+    parser.add_argument("--only", nargs="+", help="only these problems or solution files (name, or problem/file)")
     args = parser.parse_args()
     if args.merge:
         _print_summary(_merge(args.merge))
         return
     rows = []
     for name, path in correct_solutions(args.device):
+        names = {name, name.split("/")[0], path.name, path.stem, f"{name}/{path.name}", f"{name}/{path.stem}"}
+        if args.only and not names & set(args.only):
+            continue
         problem, solution = resolve(name), load_solution(path)
         if solution.needs_cuda:
             evaluate(problem, solution, Settings(device=args.device, timing=False, checks=False))  # build once
@@ -66,6 +73,8 @@ def main() -> None:
                 verdict = evaluate(problem, solution, Settings(device=args.device, **variants[label]))
                 walls[label].append(time.monotonic() - started)
                 statuses.add(verdict.status.value)
+                if verdict.status.value != "correct":
+                    print(f"  {name}/{path.name} [{label}] {verdict.status.value}: {' '.join(verdict.messages)[:300]}")
         row = {"problem": name, "solution": path.name, "statuses": sorted(statuses),
                **{f"{k}_s": statistics.median(v) for k, v in walls.items()}, "walls": walls}
         rows.append(row)

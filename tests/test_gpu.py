@@ -146,51 +146,54 @@ def test_bwrap_sandbox_passes_the_gpu_through():
         assert v.status.value == "rejected" and words in v.messages[0], (solution, v.messages)
 
 
-def test_kernel_tracer_sees_every_stream_and_each_kernels_time():
+@pytest.fixture(scope="module")
+def traced_timer():
+    """The sealed timer's library with its kernel tracer attached, in this process (not sealed)."""
     import torch
 
-    from rooftop.integrity.cupti import trace
+    from rooftop.integrity.cupti import library_path as cupti_library
+    from rooftop.integrity.seal import SealedTimer, library_path
 
-    x = torch.randn(1024, 1024, device="cuda")
-    side = torch.cuda.Stream()
-
-    def call():
-        y = x @ x
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            z = x * 2  # left running on a side stream, never joined
-        return y, z
-
-    _, kernels, stream, window = trace(call)
-    assert window is None  # the call opened no timed window
-    assert len(kernels) == 2, [k.name for k in kernels]
-    on_caller = [k for k in kernels if k.stream == stream]
-    elsewhere = [k for k in kernels if k.stream != stream]
-    assert len(on_caller) == 1 and len(elsewhere) == 1
-    assert "gemm" in on_caller[0].name.lower() or "sm90" in on_caller[0].name.lower(), on_caller[0].name
-    assert all(k.end_ns > k.start_ns for k in kernels)
-    # a second trace in the same process is as good as the first
-    _, again, _, _ = trace(lambda: x @ x)
-    assert len(again) == 1
+    torch.empty(1, device="cuda")  # the context the timer's events and kernels belong to
+    timer = SealedTimer(library_path())
+    props = torch.cuda.get_device_properties(0)
+    timer.init_cuda(2 * props.L2_cache_size, 4 * props.multi_processor_count)
+    timer.init_trace(cupti_library())
+    return timer
 
 
-def test_side_stream_work_joined_inside_the_timed_window_is_told_from_work_left_outside_it():
-    """The profiled call spins the caller's stream before its start event and marks it before its
-    end event: a stream that waits for the caller's and is waited for runs inside that window, a
-    stream launched without waiting starts during the spin, outside it."""
+def _traced_calls(timer, works, between=None):
+    """Each work as the child runs a call (flush and spin, events, the call, closing kernel), the
+    tracer's records taken once after them all: (reported seconds, calls as the tracer read them)."""
     import torch
 
-    from rooftop.integrity.cupti import mark, trace
+    from rooftop.integrity.cupti import records_of, split_calls
 
-    x = torch.randn(4096, 4096, device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    for work in works:  # libraries loaded and kernels chosen: the host launches as fast as it will
+        work()
+    torch.cuda.synchronize()
+    timer.take_trace()  # whatever ran before
+    seconds = []
+    for work in works:
+        timer.cuda_begin(stream, 600_000)  # about 300 us: the launches queue behind it
+        work()
+        seconds.append(timer.cuda_end(stream))
+        timer.cuda_close(stream)
+        if between is not None:
+            between()  # the harness's own work between two calls
+    raw, dropped = timer.take_trace()
+    assert dropped == 0
+    return seconds, split_calls(records_of(raw))
+
+
+def test_kernel_tracer_reads_each_call_on_every_stream_and_leaves_the_harnesss_work_between_calls_out(traced_timer):
+    import torch
+
+    from rooftop.pipeline.child_call import _summary
+
+    x = torch.randn(2048, 2048, device="cuda")
     side = torch.cuda.Stream()
-
-    def windowed(work):
-        def call():
-            torch.cuda._sleep(2_000_000)
-            work()
-            mark()
-        return call
 
     def joined():
         caller = torch.cuda.current_stream()
@@ -198,15 +201,53 @@ def test_side_stream_work_joined_inside_the_timed_window_is_told_from_work_left_
         with torch.cuda.stream(side):
             x.mul(2)
         caller.wait_stream(side)
+        return x @ x
 
     def unjoined():
         with torch.cuda.stream(side):
             x.mul(2)
+        return x @ x
 
-    for work, inside in ((joined, True), (unjoined, False)):
-        _, kernels, stream, window = trace(windowed(work))
-        assert window is not None
-        [side_kernel] = [k for k in kernels if k.stream != stream]
-        assert window.holds(side_kernel) is inside, (work.__name__, side_kernel, window)
-        torch.cuda.synchronize()
+    def late():  # waits for the caller's work, which the caller's stream never waits back for
+        y = x @ x
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(200_000)
+            x.mul(2)
+        return y
+
+    made = _traced_calls(traced_timer, [joined, unjoined, late] * 4, between=lambda: torch.randn(64, device="cuda"))
+    seconds, calls = made
+    assert len(calls) == 12
+    for i, (reported, call) in enumerate(zip(seconds, calls)):
+        summary = _summary(call)
+        kind = ("joined", "unjoined", "late")[i % 3]
+        assert summary.kernels == (3 if kind == "late" else 2), (kind, [k.name for k in call.kernels])
+        assert "randn" not in " ".join(k.name for k in call.kernels).lower()  # between calls: the harness's
+        assert {k.stream for k in call.kernels} - {summary.stream} and summary.stream != 0
+        if kind == "joined":
+            assert summary.early == 0 and summary.last_end_us <= reported * 1e6 + 5.0, (summary, reported)
+        elif kind == "unjoined":
+            assert summary.early == 1, summary  # ran during the spin, before the window opened
+        else:
+            assert summary.early == 0 and summary.last_stream != summary.stream
+            assert summary.last_end_us > reported * 1e6 + 50, (summary, reported, [(k.name[:30], k.stream, (
+                k.start_ns - call.opened_ns) / 1e3, (k.end_ns - call.opened_ns) / 1e3) for k in call.kernels])
+
+
+def test_honest_calls_last_kernel_ends_within_the_traces_slack_of_the_reported_time(traced_timer):
+    """The [span] and [side-stream] rules hold every call's last kernel to its reported time plus
+    a small slack; honest calls of every size must fit with room to spare."""
+    import torch
+
+    from rooftop.pipeline.child_call import _summary
+    from rooftop.pipeline.tracing import TRACE_SLACK
+
+    x = torch.randn(1 << 20, device="cuda")
+    a = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
+    works = [lambda: x.mul(2.0), lambda: a @ a, lambda: [x.add_(1.0) for _ in range(10)]] * 40
+    seconds, calls = _traced_calls(traced_timer, works)
+    margins = [_summary(c).last_end_us - s * 1e6 for s, c in zip(seconds, calls)]
+    assert len(calls) == len(works)
+    assert max(margins) < 1e6 * TRACE_SLACK, sorted(margins)[-5:]
 

@@ -109,7 +109,8 @@ def _floor(untimed_us: float, harness_us: list[float], after_us: list[float], re
     from rooftop.verdict import ShapeResult
 
     shape = Shape(name="s", params={})
-    ev = SimpleNamespace(harness_cost={"s": [x / 1e6 for x in harness_us]}, verdict=SimpleNamespace(warnings=[]))
+    ev = SimpleNamespace(harness_cost={"s": [x / 1e6 for x in harness_us]}, verdict=SimpleNamespace(warnings=[]),
+                         device="cuda")
     result = ShapeResult(shape="s", params={}, split="visible")
     result.candidate = SimpleNamespace(median=reported_us / 1e6)
     judge_floor(ev, shape, result, [untimed_us / 1e6 + 1e-6 * (i % 3) for i in range(50)], [x / 1e6 for x in after_us])

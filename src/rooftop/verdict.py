@@ -107,14 +107,14 @@ class ShapeResult(BaseModel):
     speedup_high: float | None = None
     baselines: dict[str, float] = {}  # stored baseline medians in seconds: compile, sota (and eager)
     speedups: dict[str, float] = {}  # over each reference: eager (paired, as `speedup`), compile, sota
-    timed_calls: int = 0  # warm-up, timed and profiled calls
+    timed_calls: int = 0  # warm-up and timed calls
     timed_checks: int = 0  # of them, those whose probed outputs were checked against the reference's
-    kernel_share: float | None = None  # share of profiled GPU kernel time in the solution's own kernels
-    profiled_kernel_seconds: float | None = None  # GPU busy time of the profiled call's kernels, all streams
-    profiled_event_seconds: float | None = None  # the same call timed by events on the caller's stream
+    kernel_share: float | None = None  # share of the listed call's GPU kernel time in the solution's own kernels
+    profiled_kernel_seconds: float | None = None  # GPU busy time of the listed call's kernels, all streams
+    profiled_event_seconds: float | None = None  # the same call's reported time
     untimed_seconds: float | None = None  # per call: round trip less reported time, spin and harness cost
     harness_seconds: float | None = None  # the harness's own cost per call (no-op calls before the solution)
-    flags: list[str] = []  # cross-checks that failed on this shape: clocks, wall, events, roofline (under an
+    flags: list[str] = []  # cross-checks that failed on this shape: clocks, wall, roofline (under an
     # estimated floor), contention (details in warnings)
 
 
@@ -172,6 +172,7 @@ class Verdict(BaseModel):
     # calls, and each gate's wall time (gate_*)
     phases: dict[str, float] = {}
     inputs: str = ""  # where both sides made the inputs, and how often they were seen to agree
+    traced_calls: int = 0  # calls whose kernels were traced on every stream and held to their reported time
     shapes: list[ShapeResult] = []
     summary: Summary = Summary()
     environment: Environment | None = None

@@ -1,17 +1,15 @@
-"""Whose kernels ran: the solution's own, or the library's? And on which streams?
+"""Whose kernels ran: the solution's own, or the library's?
 
-The child profiles one call and lists the GPU kernels it saw (name, duration, stream); the
-trusted side names the kernels the solution defines (Triton `@jit` functions, CUDA `__global__`
-functions) from its source, and computes the share of GPU time spent in them. A problem can
-require a minimum share; every verdict reports it. Kernels on more than one stream mean work
-ran beside the harness's stream, where its events do not look.
+The child lists the GPU kernels of one traced call drawn in secret (name, duration, stream;
+integrity/cupti.py); the trusted side names the kernels the solution defines (Triton `@jit`
+functions, CUDA `__global__` functions) from its source, and computes the share of GPU time spent
+in them. A problem can require a minimum share; every verdict reports it.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,19 +48,6 @@ def kernel_share(kernels: list[Any], names: set[str]) -> float | None:
     if total <= 0:
         return None
     return sum(k.microseconds for k in kernels if is_solution_kernel(k.name, names)) / total
-
-
-def profile_kernels(call: Callable[[], Any]) -> tuple[Any, list[dict[str, Any]], int]:
-    """Run `call` once under CUPTI's kernel tracing (see `cupti.py`); the result, the
-    call's kernels on every stream (each saying whether it ran inside the call's timed window),
-    and the caller's stream. Raises ProfilerUnavailable."""
-    from rooftop.integrity.cupti import trace
-
-    result, records, stream, window = trace(call)
-    origin = min((r.start_ns for r in records), default=0)
-    return result, [{"name": r.name, "microseconds": (r.end_ns - r.start_ns) / 1e3, "stream": r.stream,
-                     "start_us": (r.start_ns - origin) / 1e3, "within": window is not None and window.holds(r)}
-                    for r in records], stream
 
 
 def busy_seconds(kernels: list[Any]) -> float:

@@ -76,6 +76,14 @@ def library_path() -> Path:
 
 # -- the library --------------------------------------------------------------------------------
 CPU_CALL = ctypes.CFUNCTYPE(ctypes.c_int)
+TAKE_BATCH = 4096
+
+
+class TraceRecord(ctypes.Structure):
+    """One kernel as the tracer keeps it (`struct trace_record` in sealed_timer.c)."""
+
+    _fields_ = [("start", ctypes.c_uint64), ("end", ctypes.c_uint64), ("stream", ctypes.c_uint32),
+                ("tag", ctypes.c_uint32), ("name", ctypes.c_char_p)]
 
 
 class SealedTimer:
@@ -90,10 +98,18 @@ class SealedTimer:
         self.lib.rt_cuda_begin.restype = ctypes.c_int
         self.lib.rt_cuda_end.argtypes = [ctypes.c_void_p]
         self.lib.rt_cuda_end.restype = ctypes.c_double
+        self.lib.rt_cuda_close.argtypes = [ctypes.c_void_p]
+        self.lib.rt_cuda_close.restype = ctypes.c_int
+        self.lib.rt_trace_init.argtypes = [ctypes.c_char_p]
+        self.lib.rt_trace_init.restype = ctypes.c_int
+        self.lib.rt_trace_flush.restype = ctypes.c_int
+        self.lib.rt_trace_take.argtypes = [ctypes.POINTER(TraceRecord), ctypes.c_long, ctypes.POINTER(ctypes.c_uint64)]
+        self.lib.rt_trace_take.restype = ctypes.c_long
         self.lib.rt_cpu_time.argtypes = [CPU_CALL]
         self.lib.rt_cpu_time.restype = ctypes.c_double
         self.lib.rt_state.restype = ctypes.c_void_p
         self.cuda = False
+        self.tracing = False
 
     def init_cuda(self, flush_bytes: int, flush_blocks: int) -> None:
         rc = self.lib.rt_cuda_init(flush_bytes, flush_blocks)
@@ -111,6 +127,35 @@ class SealedTimer:
         if seconds < 0:
             raise RuntimeError(f"the sealed timer could not end a timed call (CUDA error {int(-seconds)})")
         return float(seconds)
+
+    def cuda_close(self, stream: int) -> None:
+        """After a call: wait for all its work, then mark its end for the tracer on `stream`."""
+        rc = self.lib.rt_cuda_close(stream)
+        if rc != 0:
+            raise RuntimeError(f"the sealed timer could not close a call (CUDA error {rc})")
+
+    def init_trace(self, cupti_library: str) -> None:
+        """Attach CUPTI's kernel records through the library's own callbacks, on from now on."""
+        rc = self.lib.rt_trace_init(cupti_library.encode())
+        if rc != 0:
+            raise SealError(f"the kernel tracer could not attach CUPTI ({cupti_library}): code {rc}")
+        self.tracing = True
+
+    def take_trace(self) -> tuple[list[TraceRecord], int]:
+        """Every kernel record since the last take (CUPTI flushed first), and the records lost so far."""
+        rc = self.lib.rt_trace_flush()
+        if rc != 0:
+            raise RuntimeError(f"flushing CUPTI's kernel records failed (code {rc})")
+        records: list[TraceRecord] = []
+        dropped = ctypes.c_uint64()
+        while True:
+            batch = (TraceRecord * TAKE_BATCH)()
+            n = self.lib.rt_trace_take(batch, TAKE_BATCH, ctypes.byref(dropped))
+            if n < 0:
+                raise RuntimeError("the kernel tracer is not attached")
+            records.extend(batch[:n])
+            if n < TAKE_BATCH:
+                return records, int(dropped.value)
 
     def cpu_time(self, call: Callable[[], Any]) -> float:
         """Seconds `call` took by the library's clock; an exception it raised is raised here."""

@@ -2,9 +2,11 @@
  * child loads before any candidate code runs and then seals (integrity/seal.py remaps every page
  * of this library from a write-sealed memfd, shared and read-only, and installs a seccomp filter).
  *
- * Nothing here is written after `rt_cuda_init`: the state lives in this library's data pages, which
- * become read-only with the rest. The timed path calls the CUDA driver only through the pointers
- * resolved at init, and reads the CPU clock with its own system call (not through the vDSO).
+ * Nothing here is written after `rt_cuda_init` and `rt_trace_init`: the state lives in this
+ * library's data pages, which become read-only with the rest. The timed path calls the CUDA driver
+ * only through the pointers resolved at init, and reads the CPU clock with its own system call (not
+ * through the vDSO). The one writable thing it owns is the kernel tracer's ring (anonymous pages it
+ * maps at init), which CUPTI's records must be written into.
  *
  * Built by integrity/seal.py with the system C compiler; no CUDA headers are needed.
  */
@@ -12,11 +14,50 @@
 #include <dlfcn.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
 typedef void *CUstream, *CUevent, *CUmodule, *CUfunction, *CUcontext;
+typedef int CUptiResult;
+typedef void (*buffer_requested)(uint8_t **, size_t *, size_t *);
+typedef void (*buffer_completed)(CUcontext, uint32_t, uint8_t *, size_t, size_t);
+
+struct cupti {
+    CUptiResult (*register_callbacks)(buffer_requested, buffer_completed);
+    CUptiResult (*enable)(int);
+    CUptiResult (*flush_all)(uint32_t);
+    CUptiResult (*next_record)(uint8_t *, size_t, void **);
+};
+
+/* One kernel as the tracer keeps it. `tag` names the harness's own kernels (TAG_*), 0 for all others. */
+struct trace_record {
+    uint64_t start, end; /* ns, the GPU's timestamps */
+    uint32_t stream, tag;
+    const char *name; /* CUPTI's string, shared by every record of the kernel and kept by it */
+};
+
+#define TRACE_CAPACITY (1UL << 20)        /* records held between two takes */
+#define TRACE_BUFFERS 16                  /* CUPTI's buffers, handed out and returned by the callbacks */
+#define TRACE_BUFFER_BYTES (8UL << 20)
+#define KIND_CONCURRENT_KERNEL 10         /* CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL */
+#define FLUSH_FORCED 1                    /* CUPTI_ACTIVITY_FLAG_FLUSH_FORCED */
+/* offsets into CUpti_ActivityKernel (unchanged in its leading fields since CUDA 9) */
+#define REC_START 16
+#define REC_END 24
+#define REC_STREAM 48
+#define REC_NAME 104
+enum { TAG_OTHER, TAG_FLUSH, TAG_SPIN, TAG_OPEN, TAG_CLOSE };
+
+/* the tracer's writable side: anonymous pages, not the library's */
+struct trace_ring {
+    int lock;
+    uint32_t in_use[TRACE_BUFFERS];
+    uint64_t written, taken, dropped;
+    struct trace_record records[TRACE_CAPACITY];
+};
 
 struct driver {
     CUresult (*mem_alloc)(CUdeviceptr *, size_t);
@@ -38,7 +79,11 @@ static struct state {
     long ready;
     struct driver cu;
     CUevent start, end;
-    CUfunction flush, spin;
+    CUfunction flush, spin, open, close;
+    struct cupti cupti;
+    struct trace_ring *ring; /* the pointer is sealed; the ring it points to is not */
+    uint8_t *buffers;
+    long tracing;
     CUdeviceptr flush_buffer, sink;
     unsigned long long flush_words; /* 16-byte words */
     unsigned flush_blocks;
@@ -49,14 +94,14 @@ static struct state {
  * cannot be dropped. The spin holds the stream for a number of SM clock cycles. */
 static const char PTX[] =
     ".version 7.0\n.target sm_70\n.address_size 64\n"
-    ".visible .entry rt_spin(.param .u64 rt_spin_cycles)\n{\n"
+    ".visible .entry rooftop_timer_spin(.param .u64 rooftop_timer_spin_cycles)\n{\n"
     ".reg .pred %p<2>;\n.reg .b64 %rd<6>;\n"
-    "ld.param.u64 %rd1, [rt_spin_cycles];\nmov.u64 %rd2, %clock64;\n"
+    "ld.param.u64 %rd1, [rooftop_timer_spin_cycles];\nmov.u64 %rd2, %clock64;\n"
     "$L_spin:\nmov.u64 %rd3, %clock64;\nsub.s64 %rd4, %rd3, %rd2;\nsetp.lt.u64 %p1, %rd4, %rd1;\n"
     "@%p1 bra $L_spin;\nret;\n}\n"
-    ".visible .entry rt_flush(.param .u64 rt_flush_buf, .param .u64 rt_flush_n, .param .u64 rt_flush_sink)\n{\n"
+    ".visible .entry rooftop_timer_flush(.param .u64 rooftop_timer_flush_buf, .param .u64 rooftop_timer_flush_n, .param .u64 rooftop_timer_flush_sink)\n{\n"
     ".reg .pred %p<3>;\n.reg .b32 %r<12>;\n.reg .b64 %rd<12>;\n"
-    "ld.param.u64 %rd1, [rt_flush_buf];\nld.param.u64 %rd2, [rt_flush_n];\nld.param.u64 %rd3, [rt_flush_sink];\n"
+    "ld.param.u64 %rd1, [rooftop_timer_flush_buf];\nld.param.u64 %rd2, [rooftop_timer_flush_n];\nld.param.u64 %rd3, [rooftop_timer_flush_sink];\n"
     "cvta.to.global.u64 %rd1, %rd1;\n"
     "mov.u32 %r1, %ctaid.x;\nmov.u32 %r2, %ntid.x;\nmov.u32 %r3, %tid.x;\nmov.u32 %r4, %nctaid.x;\n"
     "mul.wide.u32 %rd4, %r1, %r2;\ncvt.u64.u32 %rd5, %r3;\nadd.s64 %rd4, %rd4, %rd5;\n"
@@ -68,7 +113,9 @@ static const char PTX[] =
     "add.s64 %rd4, %rd4, %rd6;\nbra $L_loop;\n"
     "$L_done:\nsetp.ne.u32 %p2, %r5, 1592389101;\n@%p2 bra $L_end;\n"
     "cvta.to.global.u64 %rd9, %rd3;\nst.global.u32 [%rd9], %r5;\n"
-    "$L_end:\nret;\n}\n";
+    "$L_end:\nret;\n}\n"
+    ".visible .entry rooftop_timer_open()\n{\nret;\n}\n"
+    ".visible .entry rooftop_timer_close()\n{\nret;\n}\n";
 
 #define THREADS 256
 
@@ -102,8 +149,10 @@ int rt_cuda_init(unsigned long long flush_bytes, unsigned flush_blocks) {
     CUresult rc;
     CUmodule module;
     if ((rc = cu->module_load_data(&module, PTX))) return rc;
-    if ((rc = cu->module_get_function(&st.flush, module, "rt_flush"))) return rc;
-    if ((rc = cu->module_get_function(&st.spin, module, "rt_spin"))) return rc;
+    if ((rc = cu->module_get_function(&st.flush, module, "rooftop_timer_flush"))) return rc;
+    if ((rc = cu->module_get_function(&st.spin, module, "rooftop_timer_spin"))) return rc;
+    if ((rc = cu->module_get_function(&st.open, module, "rooftop_timer_open"))) return rc;
+    if ((rc = cu->module_get_function(&st.close, module, "rooftop_timer_close"))) return rc;
     if ((rc = cu->event_create(&st.start, 0)) || (rc = cu->event_create(&st.end, 0))) return rc;
     flush_bytes = (flush_bytes + 15) / 16 * 16;
     if ((rc = cu->mem_alloc(&st.flush_buffer, flush_bytes)) || (rc = cu->mem_alloc(&st.sink, 16))) return rc;
@@ -115,8 +164,10 @@ int rt_cuda_init(unsigned long long flush_bytes, unsigned flush_blocks) {
     return 0;
 }
 
-/* Flush the L2 (persisting lines first), spin `hold_cycles`, then record the start event: all on
- * `stream`, all queued before the call's own launches. */
+/* Flush the L2 (persisting lines first), spin `hold_cycles`, launch the empty opening kernel, then
+ * record the start event: all on `stream`, all queued before the call's own launches. The opening
+ * kernel's end is where the kernel tracer sees the timed window open: the GPU can take several us
+ * to go on after the spin, and the event and this kernel wait alike. */
 int rt_cuda_begin(CUstream stream, unsigned long long hold_cycles) {
     if (st.ready != 1) return -1;
     const struct driver *cu = &st.cu;
@@ -128,6 +179,7 @@ int rt_cuda_begin(CUstream stream, unsigned long long hold_cycles) {
     if ((rc = cu->launch(st.flush, st.flush_blocks, 1, 1, THREADS, 1, 1, 0, stream, flush_args, 0))) return rc;
     void *spin_args[] = {&hold_cycles};
     if ((rc = cu->launch(st.spin, 1, 1, 1, 1, 1, 1, 0, stream, spin_args, 0))) return rc;
+    if (st.tracing == 1 && (rc = cu->launch(st.open, 1, 1, 1, 1, 1, 1, 0, stream, 0, 0))) return rc;
     return cu->event_record(st.start, stream);
 }
 
@@ -142,6 +194,121 @@ double rt_cuda_end(CUstream stream) {
         (rc = cu->event_elapsed(&ms, st.start, st.end)))
         return -(double)rc;
     return (double)ms / 1e3;
+}
+
+/* After a call: wait for all of its work, on every stream, then launch the closing kernel on
+ * `stream`. The tracer reads a call as everything from its flush to this kernel. */
+int rt_cuda_close(CUstream stream) {
+    if (st.ready != 1) return -1;
+    const struct driver *cu = &st.cu;
+    CUresult rc;
+    if ((rc = cu->ctx_synchronize())) return rc;
+    return cu->launch(st.close, 1, 1, 1, 1, 1, 1, 0, stream, 0, 0);
+}
+
+/* -- the kernel tracer: CUPTI's kernel records, on every call, through callbacks of this library's own */
+static void ring_lock(void) {
+    while (__atomic_exchange_n(&st.ring->lock, 1, __ATOMIC_ACQUIRE)) {
+    }
+}
+static void ring_unlock(void) { __atomic_store_n(&st.ring->lock, 0, __ATOMIC_RELEASE); }
+
+static void on_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
+    *buffer = 0;
+    *size = 0;
+    *max_records = 0;
+    for (unsigned i = 0; i < TRACE_BUFFERS; i++) {
+        uint32_t free_ = 0;
+        if (__atomic_compare_exchange_n(&st.ring->in_use[i], &free_, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            *buffer = st.buffers + i * TRACE_BUFFER_BYTES;
+            *size = TRACE_BUFFER_BYTES;
+            return;
+        }
+    }
+    __atomic_add_fetch(&st.ring->dropped, 1, __ATOMIC_RELAXED); /* CUPTI drops what it cannot store */
+}
+
+static uint32_t tag_of(const char *name) {
+    if (!name) return TAG_OTHER;
+    if (!strcmp(name, "rooftop_timer_flush")) return TAG_FLUSH;
+    if (!strcmp(name, "rooftop_timer_spin")) return TAG_SPIN;
+    if (!strcmp(name, "rooftop_timer_open")) return TAG_OPEN;
+    if (!strcmp(name, "rooftop_timer_close")) return TAG_CLOSE;
+    return TAG_OTHER;
+}
+
+static void on_completed(CUcontext context, uint32_t stream, uint8_t *buffer, size_t size, size_t valid) {
+    (void)context, (void)stream, (void)size;
+    struct trace_ring *ring = st.ring;
+    void *at = 0;
+    ring_lock();
+    while (valid && st.cupti.next_record(buffer, valid, &at) == 0) {
+        const uint8_t *r = at;
+        if (*(const uint32_t *)r != KIND_CONCURRENT_KERNEL) continue;
+        if (ring->written - ring->taken >= TRACE_CAPACITY) {
+            ring->dropped++;
+            continue;
+        }
+        struct trace_record *out = &ring->records[ring->written % TRACE_CAPACITY];
+        memcpy(&out->start, r + REC_START, 8);
+        memcpy(&out->end, r + REC_END, 8);
+        memcpy(&out->stream, r + REC_STREAM, 4);
+        memcpy(&out->name, r + REC_NAME, sizeof out->name);
+        out->tag = tag_of(out->name);
+        ring->written++;
+    }
+    ring_unlock();
+    for (unsigned i = 0; i < TRACE_BUFFERS; i++)
+        if (buffer == st.buffers + i * TRACE_BUFFER_BYTES) __atomic_store_n(&ring->in_use[i], 0, __ATOMIC_RELEASE);
+}
+
+/* Attach CUPTI (the library at `path`) with this library's callbacks and keep kernel records on
+ * from now on, for every call alike. Before sealing, after rt_cuda_init. 0, or a step's code. */
+int rt_trace_init(const char *path) {
+    if (st.ready != 1) return -1;
+    if (st.tracing == 1) return -2;
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) return -3;
+    struct cupti *ct = &st.cupti;
+    ct->register_callbacks = resolve(lib, "cuptiActivityRegisterCallbacks", 0);
+    ct->enable = resolve(lib, "cuptiActivityEnable", 0);
+    ct->flush_all = resolve(lib, "cuptiActivityFlushAll", 0);
+    ct->next_record = resolve(lib, "cuptiActivityGetNextRecord", 0);
+    if (!ct->register_callbacks || !ct->enable || !ct->flush_all || !ct->next_record) return -4;
+    void *ring = mmap(0, sizeof(struct trace_ring), PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *buffers = mmap(0, TRACE_BUFFERS * TRACE_BUFFER_BYTES, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (ring == MAP_FAILED || buffers == MAP_FAILED) return -5;
+    st.ring = ring;
+    st.buffers = buffers;
+    CUptiResult rc;
+    if ((rc = ct->register_callbacks(on_requested, on_completed))) return 1000 + rc;
+    if ((rc = ct->enable(KIND_CONCURRENT_KERNEL))) return 2000 + rc;
+    st.tracing = 1;
+    return 0;
+}
+
+/* Deliver every record CUPTI holds (0, or CUPTI's error code). */
+int rt_trace_flush(void) {
+    if (st.tracing != 1) return -1;
+    return st.cupti.flush_all(FLUSH_FORCED);
+}
+
+/* Move up to `max` records, oldest first, into `out`; the number moved (negative: not tracing).
+ * `dropped` receives the count of records lost so far. */
+long rt_trace_take(struct trace_record *out, long max, uint64_t *dropped) {
+    if (st.tracing != 1) return -1;
+    struct trace_ring *ring = st.ring;
+    long n = 0;
+    ring_lock();
+    while (n < max && ring->taken < ring->written) {
+        out[n++] = ring->records[ring->taken % TRACE_CAPACITY];
+        ring->taken++;
+    }
+    *dropped = ring->dropped;
+    ring_unlock();
+    return n;
 }
 
 /* Seconds since an arbitrary point, from the monotonic clock, by a system call of this library's own. */

@@ -147,6 +147,14 @@ class CudaEventClock:
         self._end.synchronize()
         return self._start.elapsed_time(self._end) / 1e3
 
+    def close(self) -> None:
+        """After a timed call: wait for all of its work, on every stream; in the evaluation child,
+        also mark where it ended for the kernel tracer (integrity/cupti.py)."""
+        if self._sealed is not None:
+            self._sealed.cuda_close(self._torch.cuda.current_stream().cuda_stream)
+        else:
+            self._torch.cuda.synchronize()
+
     def _sealed_time(self, call: Callable[[], Any]) -> float:
         assert self._sealed is not None
         stream = self._torch.cuda.current_stream().cuda_stream

@@ -1,5 +1,5 @@
 """One candidate call as the trusted side makes it, whatever it is for (a full check, a warm-up,
-a timed sample, a profile): a fresh secret seed, the reference run on the same inputs here, the
+a timed sample): a fresh secret seed, the reference run on the same inputs here, the
 child's call there, and the checks every reply must pass. A candidate cannot tell a checked call
 from a timed one, and no input is ever seen twice.
 
@@ -20,6 +20,7 @@ from rooftop.check.landing import Landing, LandingError
 from rooftop.check.probe import same_inputs
 from rooftop.pipeline.context import Evaluation
 from rooftop.pipeline.protocol import CallReply, CallRequest
+from rooftop.pipeline.tracing import note_call
 from rooftop.problem.spec import Shape
 from rooftop.values import nbytes
 from rooftop.verdict import GateFailed, Status
@@ -39,30 +40,32 @@ class Called(NamedTuple):
     seed: int  # the inputs' seed: the same inputs can be made again
 
 
-def call(ev: Evaluation, shape: Shape, *, full: bool = False, audit: bool = False, profile: bool = False,
+def call(ev: Evaluation, shape: Shape, *, full: bool = False, audit: bool = False, listed: bool = False,
          timed: bool = False, seed: int | None = None, reference: bool = True) -> Called:
     """One call of the candidate on fresh inputs (timed: with the reference timed before it on the
     same inputs, both in a CUDA graph under --graphs; without it when `reference` is False, and
-    then nothing is expected yet: see `expect`)."""
+    then nothing is expected yet: see `expect`). Its kernels are traced like every call's, and
+    listed in full later when `listed` (pipeline/tracing.py)."""
     assert ev.session is not None and ev.trusted is not None
     assert reference or (timed and not full)
     ev.state.check_cancel()
     checks, graphs = ev.settings.checks, ev.settings.graphs
     seed = ev.seeds.next() if seed is None else seed
-    graph = timed and graphs and not profile
+    graph = timed and graphs
     inputs: list[Any] = []
     expected, reference_seconds, reference_wall, reference_clock = None, None, 0.0, None
     if reference:
         inputs, expected, reference_seconds, reference_wall = _reference(ev, shape, seed, timed=timed, graph=graph)
         reference_clock = _sm_clock(ev) if timed else None
     landing = _landing(ev, expected) if full else None
-    request = CallRequest(gate=ev.state.gate, shape=shape.name, seed=seed, full=full, profile=profile,
+    request = CallRequest(gate=ev.state.gate, shape=shape.name, seed=seed, full=full,
                           audit=audit and checks and not graph, check_inputs=full, probe=checks or full,
                           reuse=not checks, graph=graph, landing=landing.spec if landing else None,
                           pool_sets=ev.pool_sets.get(shape.name))
     reply, wall = ev.session.request(request, CallReply, ev.state.deadline)
     clock = _sm_clock(ev) if timed else None
     _check_reply(ev, shape, seed, reply, inputs if full else None, wall)
+    note_call(ev, shape.name, reply.seconds, listed=listed)
     return Called(reply, expected, inputs, reference_seconds, wall, reference_wall, reference_clock, clock, seed)
 
 
@@ -81,6 +84,7 @@ def harness_costs(ev: Evaluation, shape: Shape, calls: int) -> list[float]:
         reply, wall = ev.session.request(request, CallReply, ev.state.deadline)
         if reply.failure is not None:
             raise GateFailed(reply.failure.status, *reply.failure.messages)
+        note_call(ev, shape.name, reply.seconds)
         costs.append(wall - float(reply.seconds or 0.0) - reply.hold)
     return costs
 

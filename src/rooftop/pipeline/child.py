@@ -45,6 +45,8 @@ from rooftop.pipeline.protocol import (
     LoadRequest,
     QuitRequest,
     Request,
+    TraceReply,
+    TraceRequest,
     _Reply,
 )
 from rooftop.verdict import Gate, GateFailed, Status
@@ -99,6 +101,7 @@ class Harness:
         self.instance: Any = None  # ProblemInstance, made at load
         self.runner: Any = None  # CallRunner, made at load
         self.timer_library = ""  # the sealed timer's path (integrity/seal.py), given at spawn
+        self.untraced = "the job asked for no tracing"  # why calls are not traced; empty when they are
 
     def handle(self, request: Request) -> _Reply:
         op = request.op
@@ -132,7 +135,7 @@ class Harness:
         sealed, unsealed = self._seal()
         self.phases["sealed_timer"] = time.monotonic() - started
         self._prepare_calls()
-        return JobReply(environment=environment, sealed=sealed, unsealed=unsealed)
+        return JobReply(environment=environment, sealed=sealed, unsealed=unsealed, untraced=self.untraced)
 
     def _prepare_calls(self) -> None:
         """The reference's instance and the call runner, before any candidate code: no-op calls
@@ -143,22 +146,27 @@ class Harness:
         job = self._job()
         set_precision(job.problem.spec)
         self.instance = ProblemInstance(job.problem, job.device, job.weights_seed, module_name="rooftop_reference")
-        self.runner = CallRunner(job, self.instance, self.models, self.guard, self.descriptors)
+        self.runner = CallRunner(job, self.instance, self.models, self.guard, self.descriptors, self.untraced)
 
     def _seal(self) -> tuple[str, str]:
         """Load and seal the timer before the build imports any candidate code: (how, why not)."""
         from rooftop.integrity.seal import SealError, seal_timer
 
+        job = self._job()
         if not self.timer_library:
+            if job.device == "cuda" and job.traced:
+                self.untraced = "no sealed timer, whose callbacks the tracer uses"
             return "", "no sealed timer was built for this child (no C compiler on the trusted side)"
         cuda = None
-        if self._job().device == "cuda":
+        if job.device == "cuda":
             import torch
 
             def cuda(timer: Any) -> None:
                 props = torch.cuda.get_device_properties(0)
                 l2 = int(getattr(props, "L2_cache_size", 0)) or 64 << 20
                 timer.init_cuda(2 * l2, 4 * props.multi_processor_count)
+                if job.traced:
+                    self.untraced = _attach_tracer(timer)
         try:
             return seal_timer(Path(self.timer_library), cuda).describe(), ""
         except (SealError, OSError) as exc:
@@ -195,6 +203,11 @@ class Harness:
         if self.runner is None:
             raise GateFailed(Status.internal_error, "the child was asked for a call before it had a job")
         return self.runner.call(request)
+
+    def trace(self, request: TraceRequest) -> TraceReply:
+        if self.runner is None:
+            raise GateFailed(Status.internal_error, "the child was asked for its trace before it had a job")
+        return self.runner.trace(request)
 
     def _job(self) -> EvalJob:
         if self.job is None:
@@ -237,7 +250,23 @@ class Harness:
 
 HANDLERS: dict[str, Callable[[Harness, Any], _Reply]] = {
     "job": Harness.take_job, "build": Harness.build, "load": Harness.load, "call": Harness.call,
+    "trace": Harness.trace,
 }
+
+
+def _attach_tracer(timer: Any) -> str:
+    """Attach the kernel tracer to the timer before it is sealed: why not, or "" when attached."""
+    from rooftop.integrity.cupti import library_path
+    from rooftop.integrity.seal import SealError
+
+    path = library_path()
+    if path is None:
+        return "no CUPTI library (libcupti) was found"
+    try:
+        timer.init_trace(path)
+    except SealError as exc:
+        return str(exc)
+    return ""
 
 
 def candidate_class(module: ModuleType | None) -> type:

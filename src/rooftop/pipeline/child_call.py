@@ -1,8 +1,8 @@
 """One call of the candidate, as the child runs it: the same path for every call, checked or timed.
 
-The inputs come from the seed in the request; the call runs under the clock (or the profiler, or
-as a CUDA-graph replay); then the child reads back what the trusted side asked for. Runs only in
-the evaluation child.
+The inputs come from the seed in the request; the call runs under the clock (directly or as a
+CUDA-graph replay), and on a GPU under the kernel tracer, the same on every call; then the child
+reads back what the trusted side asked for. Runs only in the evaluation child.
 """
 
 from __future__ import annotations
@@ -23,12 +23,10 @@ from rooftop.integrity.audit import Audit, TamperGuard
 from rooftop.measure.graphs import GraphCache, GraphCaptureFailed
 from rooftop.measure.timer import CudaEventClock, clock_for
 from rooftop.pipeline.job import EvalJob
-from rooftop.pipeline.protocol import CallReply, CallRequest, Kernel
+from rooftop.pipeline.protocol import CallReply, CallRequest, CallTrace, Kernel, TraceReply, TraceRequest
 from rooftop.problem.instance import ProblemInstance
 from rooftop.values import clone, tensors
 from rooftop.verdict import GateFailed, Status
-
-PROFILE_HOLD_SECONDS = 2e-3  # the spin before the profiled call's start event (its launches queue meanwhile)
 
 
 def _first_input(*inputs: Any) -> Any:
@@ -59,8 +57,9 @@ def _memory_note(exc: Exception) -> str:
 
 class CallRunner:
     def __init__(self, job: EvalJob, instance: ProblemInstance, models: dict[str, Any], guard: TamperGuard,
-                 descriptors: socket.socket | None = None) -> None:
+                 descriptors: socket.socket | None = None, untraced: str = "not a GPU evaluation") -> None:
         self.job, self.instance, self.models, self.guard = job, instance, models, guard
+        self.untraced = untraced  # why calls are not traced; empty when they are
         self.descriptors = descriptors
         self.landing: LandingTarget | None = None
         self.device = instance.device
@@ -131,10 +130,7 @@ class CallRunner:
 
     def _run(self, request: CallRequest, shape: str, model: Any, inputs: list[Any], audit: Audit,
              reply: CallReply) -> tuple[Any, list[Any]]:
-        """The call itself, under the profiler, as a graph replay, or under the clock."""
-        from rooftop.integrity.cupti import ProfilerUnavailable
-        from rooftop.integrity.kernels import profile_kernels
-
+        """The call itself under the clock, directly or as a graph replay."""
         box: dict[str, Any] = {}
 
         def run() -> None:
@@ -142,18 +138,7 @@ class CallRunner:
                 box["result"] = model(*inputs)
 
         with torch.no_grad():
-            if request.profile:
-                self.clock.prepare()
-                if self.device.type == "cuda":  # the cache flush is over before the tracer starts
-                    torch.cuda.synchronize(self.device)
-                try:
-                    _, kernels, reply.stream = profile_kernels(lambda: self._event_timed(run, reply))
-                    reply.kernels = [Kernel(**k) for k in kernels]
-                except ProfilerUnavailable as exc:
-                    reply.detail = f"the profiler is unavailable: {exc}"
-                    if "result" not in box:
-                        run()
-            elif request.graph and self.device.type == "cuda":
+            if request.graph and self.device.type == "cuda":
                 graphed = self._graphed(shape, model, inputs)
                 inputs = graphed.static
                 reply.seconds = self.clock.time(graphed.replay)
@@ -161,33 +146,29 @@ class CallRunner:
             else:
                 reply.seconds = self.clock.time(run)
                 reply.hold = getattr(self.clock, "last_hold", 0.0)
-            if self.device.type == "cuda":
-                torch.cuda.synchronize(self.device)
+            if isinstance(self.clock, CudaEventClock):
+                self.clock.close()
         return box["result"], inputs
 
-    def _event_timed(self, run: Any, reply: CallReply) -> None:
-        """The profiled call, also timed by events on the caller's stream: the cross-check compares
-        its kernels with this same call's event time (tracing slows each kernel a little, so a
-        median of untraced calls is not the measure to hold them to).
+    def trace(self, request: TraceRequest) -> TraceReply:
+        """Every call's kernels since the last request, one summary each (and one call's in full)."""
+        from rooftop.integrity.cupti import TraceBroken, records_of, split_calls
+        from rooftop.integrity.seal import active
 
-        The caller's stream spins before the start event: work the call puts on another stream
-        without waiting for the caller's starts during the spin, before the start event, while work
-        joined to the caller's stream (cuDNN's own streams) starts after it. A marker before the
-        end event closes the window: the side-stream rule accepts what ran between the two."""
-        from rooftop.integrity.cupti import mark
-
-        if self.device.type != "cuda":
-            run()
-            return
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        assert isinstance(self.clock, CudaEventClock)  # a CUDA device's clock
-        torch.cuda._sleep(self.clock.cycles_for(max(PROFILE_HOLD_SECONDS, self.clock.hold)))
-        start.record()
-        run()
-        mark()
-        end.record()
-        end.synchronize()
-        reply.seconds = start.elapsed_time(end) / 1e3
+        sealed = active()
+        if self.untraced or sealed is None or not sealed.timer.tracing:
+            return TraceReply(broken=self.untraced or "the tracer is not attached")
+        raw, dropped = sealed.timer.take_trace()
+        try:
+            calls = split_calls(records_of(raw))
+        except TraceBroken as exc:
+            return TraceReply(broken=str(exc), dropped=dropped)
+        reply = TraceReply(calls=[_summary(c) for c in calls], dropped=dropped)
+        if request.detail is not None and 0 <= request.detail < len(calls):
+            call = calls[request.detail]
+            reply.kernels = [Kernel(name=k.name, microseconds=(k.end_ns - k.start_ns) / 1e3, stream=k.stream,
+                                    start_us=(k.start_ns - call.opened_ns) / 1e3) for k in call.kernels]
+        return reply
 
     def _graphed(self, shape: str, model: Any, inputs: list) -> Any:
         try:
@@ -200,3 +181,16 @@ class CallRunner:
         replaced = self.guard.replaced()
         return [f"[tamper] the solution replaced {', '.join(replaced[:5])}, which the harness's own timing and "
                 "reports rely on"] if replaced else []
+
+
+def _summary(call: Any) -> CallTrace:
+    """What the trusted side judges of one traced call (integrity/cupti.TracedCall)."""
+    summary = CallTrace(stream=call.stream, kernels=len(call.kernels))
+    early = [k for k in call.kernels if k.start_ns < call.opened_ns]
+    if early:
+        summary.early, summary.first_early = len(early), early[0].name[:120]
+    if call.kernels:
+        last = max(call.kernels, key=lambda k: k.end_ns)
+        summary.last_end_us = (last.end_ns - call.opened_ns) / 1e3
+        summary.last_stream, summary.last_name = last.stream, last.name[:120]
+    return summary

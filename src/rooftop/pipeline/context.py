@@ -23,7 +23,9 @@ if TYPE_CHECKING:
     from rooftop.check.landing import Landing
     from rooftop.measure.clocks import SmClock
     from rooftop.measure.contention import LoadSample
+    from rooftop.pipeline.protocol import Kernel
     from rooftop.pipeline.session import ChildSession
+    from rooftop.pipeline.tracing import Noted
     from rooftop.pipeline.trusted import TrustedReference
 
 
@@ -84,6 +86,16 @@ class Evaluation:
     phases: dict[str, float] = field(default_factory=dict)  # where the time went (seconds per phase)
     harness_cost: dict[str, list[float]] = field(default_factory=dict)  # no-op calls per shape, before the solution
     inputs_checked: int = 0  # checked calls whose inputs agreed on both sides at the sampled positions
+    # the kernel tracer (pipeline/tracing.py): why the child does not trace its calls ("" when it does),
+    # the calls whose traces are still to be taken, the one among them to list in full, the calls judged,
+    # what was wrong with those that ended past their time and how many of those were warned about
+    untraced: str = "no evaluation child has said it traces its calls"
+    trace_pending: list[Noted] = field(default_factory=list)
+    trace_listed: int | None = None
+    traced_calls: int = 0
+    trace_late: list[str] = field(default_factory=list)
+    trace_warned: int = 0
+    listed_kernels: dict[str, tuple[list[Kernel], float | None]] = field(default_factory=dict)
 
     def add_time(self, phase: str, seconds: float) -> None:
         """Add to a phase that recurs (input making, reference calls)."""

@@ -109,7 +109,7 @@ def make_job(problem: Problem, solution: Solution, settings: Settings, device: D
     kept = [s for s in problem.spec.shapes if s.split is not Split.held_out or s.name in names]
     seen = problem.model_copy(update={"spec": problem.spec.model_copy(update={"shapes": kept or problem.spec.shapes})})
     return EvalJob(problem=seen, solution=solution, device=device, shapes=shapes, weights_seed=weights_seed,
-                   cache_root=cache_root(), build_timeout=settings.build_timeout)
+                   cache_root=cache_root(), build_timeout=settings.build_timeout, traced=settings.checks)
 
 
 def finish(ev: Evaluation, started: float) -> Verdict:
@@ -127,6 +127,7 @@ def finish(ev: Evaluation, started: float) -> Verdict:
             if ev.trusted.instance.moved_inputs else f"made on {ev.device}"
         verdict.inputs = (f"{where} by both sides from each call's seed; bit-identical at the sampled positions "
                           f"of all {ev.inputs_checked} checked calls")
+    verdict.traced_calls = ev.traced_calls
     if verdict.summary.shapes == 0:
         verdict.summary.shapes = len(verdict.shapes)
         verdict.summary.correct_shapes = sum(1 for r in verdict.shapes if r.correct)

@@ -17,6 +17,7 @@ from rooftop.pipeline.scoring import score
 from rooftop.pipeline.spawn import start_child
 from rooftop.pipeline.static import check_solution_files
 from rooftop.pipeline.timing import FLOOR_CALLS, time_shape
+from rooftop.pipeline.tracing import take_trace
 from rooftop.pipeline.trusted import TrustedReference
 from rooftop.problem.spec import Shape
 from rooftop.verdict import Gate, GateFailed, GateRecord, Status
@@ -95,6 +96,10 @@ def hand_over_and_build(ev: Evaluation) -> GateRecord:
         if reply.unsealed:
             ev.verdict.warnings.append(f"[sealed] the timer could not be sealed in the evaluation child "
                                        f"({reply.unsealed}); its times rest on the trusted wall floor alone")
+        ev.untraced = reply.untraced
+        if ev.device == "cuda" and ev.settings.checks and reply.untraced:
+            ev.verdict.warnings.append(f"[trace] the calls' kernels were not traced ({reply.untraced}): work on "
+                                       "side streams and forged spans were not checked")
         if ev.settings.timing and ev.settings.checks:  # the harness's cost per call, before any candidate code
             for shape in ev.shapes:
                 ev.harness_cost[shape.name] = harness_costs(ev, shape, FLOOR_CALLS)
@@ -168,6 +173,7 @@ class CorrectnessGate(ShapeGate):
     def run(self, ev: Evaluation, shape: Shape | None = None) -> GateRecord:
         assert shape is not None
         check_shape(ev, shape, ev.results[shape.name])
+        take_trace(ev)
         return GateRecord(gate=self.gate, ok=True)
 
 
@@ -187,8 +193,8 @@ class TimingGate(ShapeGate):
 
     @staticmethod
     def _profiled(ev: Evaluation) -> bool:
-        """One profiled call per shape (kernel share, streams): on a GPU with the checks on, when
-        asked or when the problem requires a minimum kernel share."""
+        """One call per shape whose kernels are listed (the kernel share): on a GPU with the checks
+        on, when asked or when the problem requires a minimum kernel share."""
         required = ev.problem.spec.policy.min_kernel_share is not None
         return ev.device == "cuda" and ev.settings.checks and (ev.settings.profile or required)
 

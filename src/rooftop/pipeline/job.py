@@ -72,7 +72,7 @@ class Settings(BaseModel):
     # integrity checks (output probes, audits, fresh inputs per call); off only to measure their cost
     checks: bool = True
     graphs: bool = False  # GPU: time candidate and reference as CUDA-graph replays (launch-bound shapes)
-    profile: bool = True  # GPU: one profiled call (kernel share, streams; forced when the problem sets a minimum share)
+    profile: bool = True  # GPU: one call's kernels listed (kernel share; forced when the problem sets a minimum share)
 
 
 class EvalJob(BaseModel):
@@ -86,6 +86,7 @@ class EvalJob(BaseModel):
     weights_seed: int
     cache_root: Path  # the child keys its build folder by source hash and its own platform
     build_timeout: float
+    traced: bool = False  # GPU: every call's kernels traced, all streams (integrity/cupti.py); with the checks
     # the build stage (pipeline/prebuild.py): a child that sees no GPU builds for this one's
     # architecture, and only builds
     capability: tuple[int, int] | None = None

@@ -32,13 +32,25 @@ class Failure(BaseModel):
 
 
 class Kernel(BaseModel):
-    """One GPU kernel seen by the profiler during a profiled call."""
+    """One GPU kernel of a traced call."""
 
     name: str
     microseconds: float
     stream: int
-    start_us: float = 0.0  # start, from the first kernel of the profiled call
-    within: bool = False  # ran inside the call's timed window (after the caller's stream reached the start)
+    start_us: float = 0.0  # start, from the opening of the call's timed window
+
+
+class CallTrace(BaseModel):
+    """One call's kernels as the tracer saw them (integrity/cupti.py), on every stream, in GPU
+    time from the end of the harness's spin, where the call's timed window opened."""
+
+    stream: int  # the caller's stream, as CUPTI numbers it
+    kernels: int = 0  # the call's own kernels (the harness's flush, spin and closing kernel left out)
+    early: int = 0  # of them, those that started before the window opened
+    first_early: str = ""
+    last_end_us: float = 0.0  # where the call's last kernel ended
+    last_stream: int = 0
+    last_name: str = ""
 
 
 # -- requests ---------------------------------------------------------------------------------
@@ -69,7 +81,6 @@ class CallRequest(_Request):
     full: bool = False  # write the whole outputs into `landing` for a full comparison
     landing: LandingSpec | None = None  # full=True: where (a new id: its descriptor was sent just before)
     pool_sets: int | None = None  # input sets the child keeps alive per shape (the memory plan's figure)
-    profile: bool = False  # run under the profiler instead of the clock
     audit: bool = False  # count torch compute under the dispatch hook
     check_inputs: bool = False  # report probes of the inputs and whether the call changed them
     probe: bool = True  # read values at random positions of the outputs
@@ -78,11 +89,19 @@ class CallRequest(_Request):
     noop: bool = False  # time a call that does nothing, on the same path: the harness's own fixed cost
 
 
+class TraceRequest(_Request):
+    """The tracer's records of every call since the last such request, one summary per call."""
+
+    op: Literal["trace"] = "trace"
+    detail: int | None = None  # the index of a call (among those) whose kernels to list in full
+
+
 class QuitRequest(_Request):
     op: Literal["quit"] = "quit"
 
 
-Request = Annotated[JobRequest | BuildRequest | LoadRequest | CallRequest | QuitRequest, Field(discriminator="op")]
+Request = Annotated[JobRequest | BuildRequest | LoadRequest | CallRequest | TraceRequest | QuitRequest,
+                    Field(discriminator="op")]
 REQUESTS: TypeAdapter[Request] = TypeAdapter(Request)
 
 
@@ -98,6 +117,7 @@ class JobReply(_Reply):
     environment: Environment | None = None
     sealed: str = ""  # how the timer was sealed (integrity/seal.py); empty for a build-stage child
     unsealed: str = ""  # why the timer could not be sealed, when it could not
+    untraced: str = ""  # why calls are not traced (integrity/cupti.py); empty when every call is
 
 
 class BuildReply(_Reply):
@@ -115,27 +135,32 @@ class LoadReply(_Reply):
 
 class CallReply(_Reply):
     op: Literal["call"] = "call"
-    seconds: float | None = None  # the clock's time for the call (None for a profiled call)
+    seconds: float | None = None  # the clock's time for the call
     hold: float = 0.0  # seconds the GPU spun before the start event (not timed, inside the round trip)
-    detail: str = ""  # a profiled call: why it ran unprofiled
     outputs: list[Probe] = []  # values at random positions of each output
     inputs: list[Probe] = []  # values at random positions of the inputs it generated
     landed: list[Landed] | None = None  # full=True: every output's dtype and shape, and whether it was written
     findings: list[str] = []  # what the runtime audits saw
     changed_inputs: list[int] = []
     aliased_inputs: list[int] = []
-    kernels: list[Kernel] | None = None  # profile=True
-    stream: int | None = None  # profile=True: the caller's stream, where the call's kernels belong
+
+
+class TraceReply(_Reply):
+    op: Literal["trace"] = "trace"
+    calls: list[CallTrace] = []
+    kernels: list[Kernel] | None = None  # the kernels of the call `detail` named
+    dropped: int = 0  # records the tracer lost (more kernels than it holds between two requests)
+    broken: str = ""  # why the records did not read as the harness's calls
 
 
 class QuitReply(_Reply):
     op: Literal["quit"] = "quit"
 
 
-Reply = Annotated[JobReply | BuildReply | LoadReply | CallReply | QuitReply, Field(discriminator="op")]
+Reply = Annotated[JobReply | BuildReply | LoadReply | CallReply | TraceReply | QuitReply, Field(discriminator="op")]
 REPLIES: TypeAdapter[Reply] = TypeAdapter(Reply)
 REPLY_FOR: dict[str, type[_Reply]] = {"job": JobReply, "build": BuildReply, "load": LoadReply, "call": CallReply,
-                                      "quit": QuitReply}
+                                      "trace": TraceReply, "quit": QuitReply}
 
 
 class Hello(BaseModel):

@@ -1,0 +1,162 @@
+"""The kernel tracer's reading of calls (integrity/cupti.py) and the trusted side's judgement of
+each call's kernels (pipeline/tracing.py), on records made here: no GPU needed."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from rooftop.integrity.cupti import TAG_CLOSE, TAG_FLUSH, TAG_OPEN, TAG_SPIN, KernelRecord, TraceBroken, split_calls
+from rooftop.pipeline.child_call import _summary
+from rooftop.pipeline.protocol import CallTrace, Kernel, TraceReply
+from rooftop.pipeline.tracing import TRACE_EVERY, Noted, judge_call, note_call, take_trace
+from rooftop.verdict import GateFailed, Status
+
+CALLER, SIDE = 7, 13
+
+
+def _call(at: int, work: list[tuple[str, int, int, int]], stream: int = CALLER) -> list[KernelRecord]:
+    """One call's records from `at` (ns): flush 0-30 us, spin to 228 us, the opening kernel to
+    230 us, the work (name, start, end from there, stream), then the closing kernel after all."""
+    opened = at + 230_000
+    records = [KernelRecord("rooftop_timer_flush", at, at + 30_000, stream, TAG_FLUSH),
+               KernelRecord("rooftop_timer_spin", at + 30_000, opened - 2_000, stream, TAG_SPIN),
+               KernelRecord("rooftop_timer_open", opened - 1_500, opened, stream, TAG_OPEN)]
+    records += [KernelRecord(name, opened + s, opened + e, st) for name, s, e, st in work]
+    last = max([opened, *(opened + e for _, _, e, _ in work)])
+    records.append(KernelRecord("rooftop_timer_close", last + 20_000, last + 21_000, stream, TAG_CLOSE))
+    return records
+
+
+def test_records_split_into_calls_from_flush_to_closing_kernel_with_the_window_at_the_opening_kernels_end():
+    first = _call(0, [("gemm", 1_000, 50_000, CALLER), ("side", 2_000, 40_000, SIDE)])
+    between = [KernelRecord("randn_inputs", 400_000, 410_000, CALLER)]  # the harness making the next inputs
+    second = _call(1_000_000, [("gemm", 1_000, 48_000, CALLER)])
+    calls = split_calls(list(reversed(first + between + second)))  # any order: sorted by start
+    assert [len(c.kernels) for c in calls] == [2, 1]
+    assert calls[0].opened_ns == 230_000 and calls[1].opened_ns == 1_230_000
+    assert all(c.stream == CALLER for c in calls)
+    assert "randn_inputs" not in {k.name for c in calls for k in c.kernels}
+
+
+def test_a_kernel_that_starts_during_the_spin_is_the_calls_and_early():
+    call = split_calls(_call(0, [("gemm", 1_000, 50_000, CALLER), ("unjoined", -150_000, -100_000, SIDE)]))[0]
+    summary = _summary(call)
+    assert summary.kernels == 2 and summary.early == 1 and summary.first_early == "unjoined"
+    assert summary.last_end_us == pytest.approx(50.0) and summary.last_stream == CALLER
+
+
+@pytest.mark.parametrize("records, words", [
+    (_call(0, [])[:3] + _call(500_000, []), "before the previous call had closed"),
+    ([r for r in _call(0, []) if r.tag != TAG_SPIN], "opening kernel came out of its place"),
+    ([r for r in _call(0, []) if r.tag != TAG_OPEN], "closing kernel came out of its place"),
+    (_call(0, [])[:-1], "no closing kernel"),
+    ([*_call(0, []), KernelRecord("rooftop_timer_spin", 240_000, 250_000, CALLER, TAG_SPIN)], "spin kernel"),
+    ([KernelRecord("rooftop_timer_flush", 0, 10, CALLER, TAG_FLUSH),
+      KernelRecord("rooftop_timer_spin", 20, 30, SIDE, TAG_SPIN)], "spin kernel came out of its place"),
+])
+def test_records_that_do_not_read_as_the_harnesss_calls_are_refused(records, words):
+    with pytest.raises(TraceBroken, match=words):
+        split_calls(records)
+
+
+def _trace(last_end_us: float, last_stream: int = CALLER, early: int = 0) -> CallTrace:
+    return CallTrace(stream=CALLER, kernels=2, early=early, first_early="early_kernel" if early else "",
+                     last_end_us=last_end_us, last_stream=last_stream, last_name="k")
+
+
+def _rule(noted: Noted, trace: CallTrace) -> str | None:
+    try:
+        late = judge_call(noted, trace)
+    except GateFailed as failed:
+        assert failed.status is Status.rejected
+        return "rejected " + failed.messages[0].split("]")[0] + "]"
+    return late.split("]")[0] + "]" if late else None
+
+
+def test_each_call_is_held_to_its_own_reported_time():
+    call = Noted("s", 100e-6)
+    assert _rule(call, _trace(100.3)) is None  # an honest call: the last kernel ends at the end event
+    assert _rule(call, _trace(105.5)) is None  # within 1 % and 5 us on the caller's stream
+    assert _rule(call, _trace(107.0)) == "[span]"  # the caller's stream ran past a time it must bracket
+    assert _rule(call, _trace(101.9, SIDE)) is None  # another stream: 1 % and 1 us
+    assert _rule(call, _trace(103.5, SIDE)) == "[side-stream]"  # a 2-3 us kernel left on a side stream
+    assert _rule(call, _trace(50.0, early=1)) == "rejected [side-stream]"  # started before the window opened: at once
+    assert _rule(Noted("s", 1e-3), _trace(1009.0)) is None  # the share grows with the time
+    assert _rule(Noted("s", None), _trace(1e6)) is None  # nothing reported, nothing to hold it to
+
+
+class _Child:
+    """A child session that answers trace requests with what the test set."""
+
+    def __init__(self, reply: TraceReply) -> None:
+        self.reply, self.requests = reply, []
+
+    def request(self, request, cls, deadline):
+        assert cls is TraceReply
+        self.requests.append(request)
+        return self.reply, 0.001
+
+
+def _ev(reply: TraceReply, untraced: str = "") -> SimpleNamespace:
+    return SimpleNamespace(device="cuda", settings=SimpleNamespace(checks=True), untraced=untraced, trace_pending=[],
+                           trace_listed=None, traced_calls=0, trace_late=[], trace_warned=0, listed_kernels={},
+                           session=_Child(reply), state=SimpleNamespace(deadline=0.0),
+                           verdict=SimpleNamespace(warnings=[]))
+
+
+def test_calls_are_taken_in_batches_and_the_listed_call_named_only_afterwards():
+    honest = _trace(10.0)
+    kernels = [Kernel(name="mine", microseconds=9.0, stream=CALLER)]
+    ev = _ev(TraceReply(calls=[honest] * TRACE_EVERY, kernels=kernels))
+    for i in range(TRACE_EVERY - 1):
+        note_call(ev, "s", 10e-6, listed=i == 5)
+    assert ev.session.requests == []  # nothing asked while the calls run
+    note_call(ev, "s", 10e-6)
+    [request] = ev.session.requests
+    assert request.detail == 5
+    assert ev.traced_calls == TRACE_EVERY and ev.trace_pending == []
+    assert ev.listed_kernels["s"] == (kernels, 10e-6)
+
+
+@pytest.mark.parametrize("reply, words", [
+    (TraceReply(calls=[_trace(10.0)] * 2), "saw 2 calls where 3 were made"),
+    (TraceReply(calls=[_trace(10.0)] * 3, dropped=40), "lost 40 kernel records"),
+    (TraceReply(broken="the last call has no closing kernel"), "do not read as the harness's calls"),
+])
+def test_a_disturbed_tracer_is_rejected_with_trace(reply, words):
+    ev = _ev(reply)
+    for _ in range(3):
+        note_call(ev, "s", 10e-6)
+    with pytest.raises(GateFailed) as failed:
+        take_trace(ev)
+    assert failed.value.status is Status.rejected
+    assert failed.value.messages[0].startswith("[trace]") and words in failed.value.messages[0]
+
+
+def test_a_candidate_on_a_side_stream_on_15_calls_in_16_is_rejected_within_its_first_take():
+    """Each call is judged, not a sample: honest calls between the others do not hide them."""
+    traces = [_trace(10.0)] * 8 + [_trace(10.0) if i % 16 == 0 else _trace(60.0, SIDE) for i in range(56)]
+    ev = _ev(TraceReply(calls=traces))
+    with pytest.raises(GateFailed, match=r"^\[side-stream\].*\(52 of 64 calls traced so far"):
+        for _ in range(TRACE_EVERY):
+            note_call(ev, "s", 10e-6)
+
+
+def test_a_rare_late_call_is_a_warning_and_enough_of_them_a_rejection():
+    """The GPU's timestamps put an honest call a few us past its time now and then: one such call
+    in many is a warning; three that are also 2 % of the calls traced are a rejection."""
+    def take(traces: list[CallTrace]) -> None:
+        ev.session.reply = TraceReply(calls=traces)
+        ev.trace_pending = [Noted("s", 10e-6)] * len(traces)
+        take_trace(ev)
+
+    ev = _ev(TraceReply())
+    take([_trace(10.0)] * 99 + [_trace(20.0)])
+    [warning] = ev.verdict.warnings
+    assert warning.startswith("[span]") and "tolerated: 1 of 100 calls" in warning
+    take([_trace(20.0)] * 2 + [_trace(10.0)] * 98)  # 3 late of 200: under 2 %
+    assert len(ev.verdict.warnings) == 3
+    with pytest.raises(GateFailed, match=r"\(5 of 202 calls"):
+        take([_trace(20.0)] * 2)
