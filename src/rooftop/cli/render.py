@@ -64,6 +64,9 @@ def print_verdict(verdict: Verdict, console: Console) -> None:
         console.print(shape_table(verdict))
     if verdict.inputs:
         console.print(f"inputs: {verdict.inputs}", style="dim", highlight=False)
+    if verdict.traced_calls:
+        console.print(f"kernels: {verdict.traced_calls} calls traced on every stream, each held to its own "
+                      "reported time", style="dim", highlight=False)
     calls, checked = sum(r.timed_calls for r in verdict.shapes), sum(r.timed_checks for r in verdict.shapes)
     if checked < calls:
         console.print(f"timed outputs: {checked} of {calls} checked against the reference (a slow reference "
