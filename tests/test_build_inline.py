@@ -1,9 +1,11 @@
 """The compile check of load_inline sources on a machine without a GPU (build/inline.py) and the
 settings of JIT builds in the child (build/jit.py)."""
 
+import multiprocessing
 import os
 import sysconfig
 import textwrap
+from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 from conftest import HAS_NVCC
@@ -132,35 +134,51 @@ def test_jit_settings_target_the_present_gpu_and_every_usable_core(tmp_path, mon
 # -- with the real compilers (tens of seconds each) ------------------------------------------------------
 needs_nvcc = pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc")
 
+BROKEN = KERNELBENCH.model_copy(update={"cuda": [KERNEL.replace("a[i] + b[i]", "a[i] + undeclared_thing")]})
+MISMATCHED = InlineCall(name="scale", cpp=["torch::Tensor scale(torch::Tensor x, double alpha);"], functions=["scale"],
+                        cuda=["torch::Tensor scale(torch::Tensor x, float alpha) { return x * alpha; }"])
+SLOW_CHECKS = {"kernelbench": KERNELBENCH, "broken": BROKEN, "mismatched": MISMATCHED}
+
+
+@pytest.fixture(scope="module")
+def slow_check(tmp_path_factory):
+    """The slow checks below, two at a time: the KernelBench one spends most of its minute in nvcc's
+    single-threaded phases, and the others take the core it leaves. Each runs in a process of its
+    own (a check sets torch's build variables while it takes the flags) and in its own folder; a
+    test gets its check's folder and result."""
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        started = {}
+        for name, call in SLOW_CHECKS.items():
+            folder = tmp_path_factory.mktemp(name)
+            started[name] = folder, pool.submit(compile_check_inline, [call], folder, None, 600)
+        yield lambda name: (started[name][0], started[name][1].result())
+
 
 @needs_nvcc
 @pytest.mark.slow
-def test_the_kernelbench_template_compiles_with_torchs_flags(tmp_path):
-    result = compile_check_inline([KERNELBENCH], tmp_path, None, timeout=600)
+def test_the_kernelbench_template_compiles_with_torchs_flags(slow_check):
+    folder, result = slow_check("kernelbench")
     assert result.ok and not result.unchecked, trim_compiler_log(result.log)
-    assert (tmp_path / "inline-check" / "0" / "cuda.cuda.o").stat().st_size > 0
-    assert (tmp_path / "inline-check" / "0" / "main.o").stat().st_size > 0
-    assert compile_check_inline([KERNELBENCH], tmp_path, None, timeout=600).cached
+    assert (folder / "inline-check" / "0" / "cuda.cuda.o").stat().st_size > 0
+    assert (folder / "inline-check" / "0" / "main.o").stat().st_size > 0
+    assert compile_check_inline([KERNELBENCH], folder, None, timeout=600).cached
 
 
 @needs_nvcc
 @pytest.mark.slow
-def test_a_broken_source_fails_with_the_compilers_error_line(tmp_path):
-    broken = KERNELBENCH.model_copy(update={"cuda": [KERNEL.replace("a[i] + b[i]", "a[i] + undeclared_thing")]})
-    result = compile_check_inline([broken], tmp_path, None, timeout=600)
+def test_a_broken_source_fails_with_the_compilers_error_line(slow_check):
+    folder, result = slow_check("broken")
     assert not result.ok and not result.unchecked
     first = trim_compiler_log(result.log).splitlines()[0]
     assert first.startswith("cuda.cu(") and first.endswith('error: identifier "undeclared_thing" is undefined')
-    assert not (tmp_path / "inline-check.ok").exists()
+    assert not (folder / "inline-check.ok").exists()
 
 
 @needs_nvcc
 @pytest.mark.slow
-def test_a_binding_whose_definition_differs_fails_as_it_would_at_import(tmp_path):
+def test_a_binding_whose_definition_differs_fails_as_it_would_at_import(slow_check):
     """Declared with `double`, defined with `float`: both files compile, the import would not link."""
-    call = InlineCall(name="scale", cpp=["torch::Tensor scale(torch::Tensor x, double alpha);"], functions=["scale"],
-                      cuda=["torch::Tensor scale(torch::Tensor x, float alpha) { return x * alpha; }"])
-    result = compile_check_inline([call], tmp_path, None, timeout=600)
+    _, result = slow_check("mismatched")
     assert not result.ok
     assert "binds scale(at::Tensor, double)" in result.log and "define scale(at::Tensor, float)" in result.log
 

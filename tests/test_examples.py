@@ -51,7 +51,7 @@ def test_solution_gets_its_expected_status_on_cpu(name, path, statuses):
     if not HAS_NVCC and expected in ("needs_gpu", "compile_error") and load_solution(path).needs_cuda:
         expected = "needs_gpu"
     # a hang costs its whole gate limit: a short one is enough to see it stopped
-    timeout = 8 if expected == "timeout" else 20
+    timeout = 4 if expected == "timeout" else 20
     verdict = evaluate(resolve(name), load_solution(path), Settings(device="cpu", timeout=timeout))
     assert verdict.status.value == expected, verdict.messages
     assert verdict.messages or verdict.status.value == "correct"

@@ -117,7 +117,7 @@ def test_the_speedup_and_reward_are_over_the_stored_starter(tmp_path, monkeypatc
     store.save_baselines(records)
     verdict = run("scale_k2k", "triton_scale.py", shapes="smoke")
     assert verdict.status.value == "correct"
-    before = verdict.reward
+    before, bare = verdict.reward, verdict.model_copy(deep=True)  # the same verdict, before any baseline
     assert attach_stored_baselines(verdict, store) == 2
     [shape] = verdict.shapes
     assert shape.speedups["starter"] == pytest.approx(shape.baselines["starter"] / shape.candidate.median)
@@ -125,6 +125,5 @@ def test_the_speedup_and_reward_are_over_the_stored_starter(tmp_path, monkeypatc
         assert verdict.reward == pytest.approx(verdict.summary.geomean_speedups["starter"] - 1.0)
         assert verdict.reward != before
     # without a stored starter the verdict says why its speedup is unknown
-    bare = run("scale_k2k", "triton_scale.py", shapes="smoke")
     attach_stored_baselines(bare, Store(tmp_path / "empty.db"))
     assert any("no starter baseline" in m for m in bare.messages)

@@ -164,6 +164,12 @@ def rooftop(*args: str, cwd: Path | None = None, timeout: float = 600) -> subpro
                           env=env, timeout=timeout)
 
 
+def rooftop_started(*args: str) -> subprocess.Popen[str]:
+    """The command started in the background, for a test to do other work while it runs."""
+    return subprocess.Popen([sys.executable, "-m", "rooftop", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "COLUMNS": "200"})
+
+
 def test_batch_of_a_folder_gives_the_single_path_s_verdicts(tmp_path):
     from rooftop.pipeline.evaluate import evaluate
 
@@ -172,14 +178,19 @@ def test_batch_of_a_folder_gives_the_single_path_s_verdicts(tmp_path):
     for name in ("good.py", "wrong.py", "forbidden.py", "syntax_error.py", "runtime_error.py", "cuda_inline_ok.py"):
         (folder / name).write_text((FIXTURES / "solutions" / name).read_text())
     db = tmp_path / "r.db"
-    proc = rooftop("batch", str(folder), "--problem", SCALE, "--device", "cpu", "--db", str(db), "--json",
-                   "--workers", "2", "--builders", "2")
-    assert proc.returncode == 0, proc.stderr
-    jobs = {Path(j["solution"]).name: j for j in json.loads(proc.stdout)}
+    batch = rooftop_started("batch", str(folder), "--problem", SCALE, "--device", "cpu", "--db", str(db), "--json",
+                            "--workers", "2", "--builders", "2")
+    try:  # the single path's verdicts are taken while the batch runs
+        alone = {p.name: evaluate(fixture_problem("scale"), load_solution(p), Settings(device="cpu")).status.value
+                 for p in folder.iterdir()}
+        out, err = batch.communicate(timeout=600)
+    finally:
+        batch.kill()  # still running only if something above failed (a no-op once it has exited)
+    assert batch.returncode == 0, err
+    jobs = {Path(j["solution"]).name: j for j in json.loads(out)}
     assert all(j["state"] == "done" and j["attempts"] <= 1 for j in jobs.values()), jobs
     for name, job in jobs.items():
-        alone = evaluate(fixture_problem("scale"), load_solution(folder / name), Settings(device="cpu"))
-        assert job["status"] == alone.status.value, name
+        assert job["status"] == alone[name], name
     # static refusals and a CUDA source on a CPU are settled by the build stage: never on a device
     assert jobs["forbidden.py"]["device"] is None and jobs["cuda_inline_ok.py"]["device"] is None
     assert jobs["good.py"]["device"].startswith("cpu:")
@@ -294,11 +305,18 @@ def test_the_ray_backend_gives_the_local_backend_s_verdicts(tmp_path):
     folder.mkdir()
     for name in ("good.py", "wrong.py", "forbidden.py"):
         (folder / name).write_text((FIXTURES / "solutions" / name).read_text())
+    # side by side, each into its own store: ray's start-up is most of its batch's time
+    running = {backend: rooftop_started("batch", str(folder), "--problem", SCALE, "--device", "cpu", "--db",
+                                        str(tmp_path / f"{backend}.db"), "--backend", backend, "--json")
+               for backend in ("local", "ray")}
+    try:
+        outputs = {backend: proc.communicate(timeout=600) for backend, proc in running.items()}
+    finally:
+        for proc in running.values():
+            proc.kill()  # any still running after a timeout (a no-op for those that exited)
     results = {}
-    for backend in ("local", "ray"):
-        proc = rooftop("batch", str(folder), "--problem", SCALE, "--device", "cpu", "--db",
-                       str(tmp_path / f"{backend}.db"), "--backend", backend, "--json")
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        results[backend] = {Path(j["solution"]).name: (j["state"], j["status"]) for j in json.loads(proc.stdout)}
+    for backend, (out, err) in outputs.items():
+        assert running[backend].returncode == 0, err[-2000:]
+        results[backend] = {Path(j["solution"]).name: (j["state"], j["status"]) for j in json.loads(out)}
     assert results["ray"] == results["local"]
     assert results["ray"]["good.py"] == ("done", "correct") and results["ray"]["forbidden.py"] == ("done", "rejected")
