@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +86,7 @@ class LoadSample:
     # the timing's own processes and their descendants: pid -> jiffies they and their reaped
     # children used (a child that exits between samples moves into its parent's count)
     own: dict[int, int] = field(default_factory=dict)
+    at: float = field(default=0.0, compare=False)  # time.monotonic() when read
 
 
 def sample_load(own_pids: Iterable[int] = (), root: Path = Path("/proc")) -> LoadSample | None:
@@ -107,7 +109,7 @@ def sample_load(own_pids: Iterable[int] = (), root: Path = Path("/proc")) -> Loa
     cpus = len(chosen) if chosen[0][0] != "cpu" else max(1, len(rows) - 1)
     own = _own_tree(root, set(own_pids)) if own_pids else {}
     return LoadSample(load1=float(load[0]), running=int(load[3].split("/")[0]), cpus=cpus, total=sum(sums),
-                      busy=user + nice + system + irq + softirq, steal=steal, own=own)
+                      busy=user + nice + system + irq + softirq, steal=steal, own=own, at=time.monotonic())
 
 
 def _own_tree(root: Path, pids: set[int]) -> dict[int, int]:

@@ -67,8 +67,10 @@ def time_shape(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
         _time_once(ev, shape, result, policy, profiled)
         assert result.candidate is not None and result.reference is not None
         # the kernel's counters tick every 10 ms: a window shorter than MIN_WINDOW reads as noise,
-        # so a quick shape waits out the rest of it (idle, when only other work shows)
-        time.sleep(max(0.0, MIN_WINDOW - (time.monotonic() - started)))
+        # so a quick shape waits out the rest of it (idle, when only other work shows); the window
+        # opened with `before`, at the load gate or before a retry's pause, often long enough already
+        opened = before.at if before is not None and before.at else started
+        time.sleep(max(0.0, MIN_WINDOW - (time.monotonic() - opened)))
         found = assess(before, sample_load(ev.own_pids()), result.candidate.samples, result.reference.samples)
         if not found.contended:
             return
