@@ -160,3 +160,20 @@ def test_a_rare_late_call_is_a_warning_and_enough_of_them_a_rejection():
     assert len(ev.verdict.warnings) == 3
     with pytest.raises(GateFailed, match=r"\(5 of 202 calls"):
         take([_trace(20.0)] * 2)
+
+
+def test_a_child_whose_timer_cannot_be_sealed_says_its_calls_are_not_traced(tmp_path):
+    """The clock marks calls for the tracer only through the sealed timer: without it, the child
+    must say so (the trusted side then warns), not claim a tracer whose records it cannot split."""
+    from rooftop.pipeline.child import Harness
+
+    harness = Harness.__new__(Harness)
+    harness.job = SimpleNamespace(device="cuda", traced=True)
+    harness.untraced = "the job asked for no tracing"
+    harness.timer_library = str(tmp_path / "no-such-timer.so")
+    sealed, why = harness._seal()
+    assert sealed == "" and why
+    assert harness.untraced.startswith("the sealed timer, whose callbacks the tracer uses, could not be sealed")
+    harness.timer_library = ""
+    harness._seal()
+    assert harness.untraced == "no sealed timer, whose callbacks the tracer uses"

@@ -153,9 +153,10 @@ class Harness:
         from rooftop.integrity.seal import SealError, seal_timer
 
         job = self._job()
+        traced = job.device == "cuda" and job.traced
+        if traced:  # until the tracer is attached to a timer that was then sealed
+            self.untraced = "no sealed timer, whose callbacks the tracer uses"
         if not self.timer_library:
-            if job.device == "cuda" and job.traced:
-                self.untraced = "no sealed timer, whose callbacks the tracer uses"
             return "", "no sealed timer was built for this child (no C compiler on the trusted side)"
         cuda = None
         if job.device == "cuda":
@@ -170,6 +171,8 @@ class Harness:
         try:
             return seal_timer(Path(self.timer_library), cuda).describe(), ""
         except (SealError, OSError) as exc:
+            if traced:  # attached or not, the clock does not mark calls for it without the sealed timer
+                self.untraced = f"the sealed timer, whose callbacks the tracer uses, could not be sealed: {exc}"
             return "", str(exc)
 
     def build(self, _request: BuildRequest) -> BuildReply:
