@@ -125,9 +125,8 @@ class CudaEventClock:
         return hold_seconds(self._queueing)
 
     def prepare(self) -> None:
-        if self._sealed is not None:
-            self._sealed.cuda_begin(self._torch.cuda.current_stream().cuda_stream, 1)
-            return
+        # torch's flush even in a sealed child: the sealed timer's begin opens a call for the kernel
+        # tracer, which only `time` closes
         if self._reset_persisting is not None:
             self._reset_persisting()
         self._torch.amax(self._flush, dim=0, out=self._sink)

@@ -29,7 +29,7 @@ from rooftop.measure.stopping import TimingPolicy
 from rooftop.pipeline.calls import Called, call, expect, harness_costs
 from rooftop.pipeline.context import Evaluation
 from rooftop.pipeline.events import Samples
-from rooftop.pipeline.tracing import listed_kernels, take_trace
+from rooftop.pipeline.tracing import take_trace
 from rooftop.problem.spec import Shape
 from rooftop.verdict import Gate, GateFailed, ShapeResult, Status
 
@@ -208,7 +208,7 @@ def cross_check(ev: Evaluation, shape: Shape, result: ShapeResult, sampling: Pai
 def judge_listed(ev: Evaluation, shape: Shape, result: ShapeResult) -> None:
     """The listed call's kernels: the solution's share of GPU kernel time."""
     minimum = ev.problem.spec.policy.min_kernel_share
-    listed = listed_kernels(ev, shape.name)
+    listed = ev.listed_kernels.pop(shape.name, None)
     if listed is None:
         why = ev.untraced or "no call's kernels were listed"
         if minimum is not None:

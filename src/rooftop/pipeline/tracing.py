@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from rooftop.pipeline.context import Evaluation
-from rooftop.pipeline.protocol import CallTrace, Kernel, TraceReply, TraceRequest
+from rooftop.pipeline.protocol import CallTrace, TraceReply, TraceRequest
 from rooftop.verdict import GateFailed, Status
 
 TRACE_EVERY = 64  # calls between two takes of the child's records (a flush costs about 80 us)
@@ -128,8 +128,3 @@ def judge_call(noted: Noted, trace: CallTrace) -> str | None:
             f"caller's and ended {trace.last_end_us:.1f} us after the timed window opened, past the "
             f"{reported_us:.1f} us the events measured: work escaped the timed region; the caller's stream must "
             "wait for every stream the call uses")
-
-
-def listed_kernels(ev: Evaluation, shape: str) -> tuple[list[Kernel], float | None] | None:
-    """The kernels of the call of `shape` listed in full, once its trace has been taken."""
-    return ev.listed_kernels.pop(shape, None)
