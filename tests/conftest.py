@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -19,6 +20,14 @@ def _has_cuda() -> bool:
 
 HAS_CUDA = _has_cuda()
 HAS_NVCC = shutil.which("nvcc") is not None or Path("/usr/local/cuda/bin/nvcc").exists()
+
+
+def pytest_configure(config):
+    # a pytest-xdist worker sets COLUMNS=80 and LINES for itself; the commands the tests start
+    # would inherit them and wrap their output as on an 80-column terminal
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ.pop("COLUMNS", None)
+        os.environ.pop("LINES", None)
 
 
 def pytest_collection_modifyitems(config, items):

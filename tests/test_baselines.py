@@ -16,6 +16,7 @@ QUICK = TimingPolicy(warmup_calls=1, warmup_seconds=0, min_samples=3, min_second
 SCALE_SOTA = str(FIXTURES / "problems/scale_sota")
 
 
+@pytest.mark.quiet
 def test_eager_and_sota_are_checked_timed_and_recorded_per_shape():
     problem = fixture_problem("scale_sota")
     shapes = problem.spec.select("smoke")
@@ -74,6 +75,7 @@ def test_store_keeps_the_newest_record_per_shape_and_kind_and_keys_by_platform(t
     assert store.count("baselines") == 3
 
 
+@pytest.mark.quiet
 def test_an_evaluation_reads_speedups_over_the_stored_references(tmp_path):
     problem = fixture_problem("scale_sota")
     store = Store(tmp_path / "r.db")

@@ -131,6 +131,7 @@ def test_cancelling_stops_between_calls_and_leaves_no_verdict():
                  events=on_event, cancel=cancel)
 
 
+@pytest.mark.quiet
 def test_a_contended_shape_is_left_out_of_the_summary_and_the_reward():
     from rooftop.pipeline.scoring import summarize
     from rooftop.score.reward import compute_reward
@@ -145,6 +146,7 @@ def test_a_contended_shape_is_left_out_of_the_summary_and_the_reward():
     assert compute_reward(v) == pytest.approx(quiet.speedup - 1)
 
 
+@pytest.mark.quiet
 @pytest.mark.slow
 def test_busy_neighbours_during_cpu_timing_are_flagged_not_rewarded():
     """Every core busy with another process while timing: the timing is taken again, then flagged,

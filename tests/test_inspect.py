@@ -67,6 +67,7 @@ def test_the_sample_shows_visible_shapes_only(held_out_problem):
     assert (sample.metadata["run_shapes"], sample.metadata["graded_shapes"]) == ("visible", "all")
 
 
+@pytest.mark.quiet
 def test_answers_are_graded_on_every_shape_and_stored(tmp_path, held_out_problem):
     db = tmp_path / "r.db"
     task = rooftop_inspect.rooftop_task(None, [held_out_problem], device="cpu", db=str(db))

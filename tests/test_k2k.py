@@ -105,6 +105,7 @@ def test_the_static_gate_names_the_language_rule(tmp_path):
     assert "[library]" in " ".join(failed.value.messages)
 
 
+@pytest.mark.quiet
 @pytest.mark.slow
 def test_the_speedup_and_reward_are_over_the_stored_starter(tmp_path, monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")  # the starter is timed in this process, on the CPU

@@ -7,6 +7,7 @@ import pytest
 from conftest import HAS_NVCC, run
 
 
+@pytest.mark.quiet
 def test_correct_with_cpu_timings():
     v = run("scale", "good.py")
     assert v.status.value == "correct" and v.failed_gate is None

@@ -9,6 +9,8 @@ from conftest import run
 
 from rooftop.measure.stopping import TimingPolicy
 
+pytestmark = pytest.mark.quiet  # every test here turns on when the reference's samples stop
+
 # the reference (10 ms a call) stops after 5 samples; the candidate's short calls run on for 0.3 s
 POLICY = TimingPolicy(warmup_calls=1, warmup_seconds=0.0, min_samples=3, min_seconds=0.05, min_wall_seconds=0.3,
                       target_rse=None, max_samples=80, max_seconds=10.0, max_wall_seconds=30.0)

@@ -27,6 +27,6 @@ def view_command(
     from rooftop.viewer.pages import write_index, write_run_page
 
     written = write_index(target, output) if index else write_run_page(target, output)
-    out.print(str(written))
+    out.print(str(written), highlight=False, markup=False, soft_wrap=True)  # one line, for scripts
     if not index:
         err.print("open it in a browser: it needs nothing else")
