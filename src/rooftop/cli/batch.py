@@ -53,7 +53,7 @@ def batch_command(
     sandbox: SandboxOpt = Sandbox.auto,
     graphs: GraphsOpt = False,
     workers: Annotated[int | None, typer.Option("--workers", min=1, metavar="N", help="device workers (default: one "
-                                                "per GPU; on a CPU, 1)")] = None,
+                                                "per GPU; on a CPU, 1); more than the GPUs take turns on them")] = None,
     builders: Annotated[int, typer.Option("--builders", min=1, metavar="N",
                                           help="build workers (compilers, on cores apart from the device workers')")]
     = 1,

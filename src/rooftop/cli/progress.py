@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import TaskID
 
 from rooftop.cli.common import err, progress_bar
-from rooftop.pipeline.events import Event, EventSink, GateFinished, GateStarted, Samples, ShapeDone
+from rooftop.pipeline.events import DeviceWait, Event, EventSink, GateFinished, GateStarted, Samples, ShapeDone
 
 
 class EventDisplay:
@@ -45,6 +45,9 @@ class EventDisplay:
         elif isinstance(event, Samples) and self.live:
             count = "warming up" if event.warming else f"{event.kept} samples"
             self._now(f"{event.gate.value} {event.shape}: {count}")
+        elif isinstance(event, DeviceWait):
+            self._now(f"waiting for {event.device}, held by another evaluation" +
+                      (f" ({event.holder})" if event.holder else ""))
         elif isinstance(event, GateFinished) and not event.ok and not self.live:
             status = event.status.value if event.status else "failed"
             self.console.print(f"{self.label}: {event.gate.value} failed after {event.seconds:.1f} s ({status})",

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from rooftop.check.landing import Landing
     from rooftop.measure.clocks import SmClock
     from rooftop.measure.contention import LoadSample
+    from rooftop.pipeline.device_lease import DeviceLease
     from rooftop.pipeline.protocol import Kernel
     from rooftop.pipeline.session import ChildSession
     from rooftop.pipeline.tracing import Noted
@@ -96,6 +97,7 @@ class Evaluation:
     trace_late: list[str] = field(default_factory=list)
     trace_warned: int = 0
     listed_kernels: dict[str, tuple[list[Kernel], float | None]] = field(default_factory=dict)
+    lease: DeviceLease | None = None  # this evaluation's hold on its GPU (pipeline/device_lease.py)
 
     def add_time(self, phase: str, seconds: float) -> None:
         """Add to a phase that recurs (input making, reference calls)."""
@@ -115,3 +117,5 @@ class Evaluation:
             self.trusted.release()
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
+        if self.lease is not None:  # last: the GPU is free for the next evaluation once all of this is gone
+            self.lease.release()

@@ -50,6 +50,14 @@ class Samples(BaseModel):
     warming: bool
 
 
+class DeviceWait(BaseModel):
+    """The GPU is held by another evaluation (pipeline/device_lease.py): this one waits its turn."""
+
+    kind: Literal["device_wait"] = "device_wait"
+    device: str
+    holder: str  # as the holder wrote it: its pid, host and since when ("" if unknown)
+
+
 class GateFinished(BaseModel):
     kind: Literal["gate_finished"] = "gate_finished"
     gate: Gate
@@ -66,8 +74,8 @@ class EvaluationFinished(BaseModel):
     seconds: float
 
 
-Event = Annotated[EvaluationStarted | GateStarted | ShapeDone | Samples | GateFinished | EvaluationFinished,
-                  Field(discriminator="kind")]
+Event = Annotated[EvaluationStarted | GateStarted | ShapeDone | Samples | DeviceWait | GateFinished
+                  | EvaluationFinished, Field(discriminator="kind")]
 EventSink = Callable[[Event], None]
 
 

@@ -32,6 +32,8 @@ REFERENCE_FACTOR = 200
 class GateStep:
     gate: ClassVar[Gate]
     per_shape: ClassVar[bool] = False
+    # runs work on the evaluation's GPU: the runner takes the GPU's lease first (held to the end)
+    holds_device: ClassVar[bool] = False
 
     def wanted(self, ev: Evaluation) -> bool:
         return True
@@ -58,6 +60,7 @@ class BuildGate(GateStep):
     code runs); then hands the child the job and has it build the solution."""
 
     gate = Gate.build
+    holds_device = True
 
     def timeout(self, ev: Evaluation, shape: Shape | None = None) -> float:
         return ev.settings.build_timeout
@@ -133,6 +136,7 @@ def _settled_free_memory(device: Any, free: int, wait: float = 5.0, every: float
 
 class LoadGate(GateStep):
     gate = Gate.load
+    holds_device = True
 
     def timeout(self, ev: Evaluation, shape: Shape | None = None) -> float:
         return ev.settings.timeout or LOAD_SECONDS[ev.device]
@@ -169,6 +173,7 @@ class ShapeGate(GateStep):
 
 class CorrectnessGate(ShapeGate):
     gate = Gate.correctness
+    holds_device = True
 
     def run(self, ev: Evaluation, shape: Shape | None = None) -> GateRecord:
         assert shape is not None
@@ -179,6 +184,7 @@ class CorrectnessGate(ShapeGate):
 
 class TimingGate(ShapeGate):
     gate = Gate.timing
+    holds_device = True
 
     def wanted(self, ev: Evaluation) -> bool:
         return ev.settings.timing

@@ -54,6 +54,8 @@ class Prebuilt(BaseModel):
 class CompileGate(BuildGate):
     """The build gate without the trusted side: no reference, no device memory, no GPU."""
 
+    holds_device = False
+
     def run(self, ev: Evaluation, shape: Shape | None = None) -> GateRecord:
         assert ev.job is not None
         ev.session = start_child(ev, build_only=True)

@@ -12,7 +12,7 @@ import time
 
 from rooftop.errors import is_out_of_memory
 from rooftop.pipeline.context import Evaluation
-from rooftop.pipeline.events import GateFinished, GateStarted, ShapeDone
+from rooftop.pipeline.events import DeviceWait, GateFinished, GateStarted, ShapeDone
 from rooftop.pipeline.gates import GATES, GateStep
 from rooftop.problem.spec import Shape
 from rooftop.verdict import Gate, GateFailed, GateRecord, Status
@@ -33,6 +33,8 @@ class GateRunner:
         state = ev.state
         state.gate, state.shape, state.deadline, state.limit = step.gate, None, 0.0, 0.0
         shapes: list[Shape | None] = list(ev.shapes) if step.per_shape else [None]
+        if step.holds_device and ev.device == "cuda":
+            _take_device(ev)
         started = time.monotonic()
 
         def announce() -> None:  # once the first deadline is known (per-shape limits depend on the shape)
@@ -87,6 +89,19 @@ class GateRunner:
             verdict.gates.append(GateRecord(gate=gate, ok=False, seconds=seconds, cached=failed.cached,
                                             detail=(messages or [""])[0][:200]))
         return status
+
+
+def _take_device(ev: Evaluation) -> None:
+    """Hold this evaluation's GPU before its first gate that uses it; the wait is no gate's time."""
+    if ev.lease is not None:
+        return
+    from rooftop.pipeline.device_lease import DeviceLease, gpu_identity
+
+    lease = ev.lease = DeviceLease(gpu_identity())
+    waited = lease.acquire(check=ev.state.check_cancel,
+                           on_wait=lambda holder: ev.state.emit(DeviceWait(device=lease.key, holder=holder)))
+    if waited > 0.01:
+        ev.phases["device_wait"] = waited
 
 
 def _run_step(step: GateStep, ev: Evaluation, shape: Shape | None) -> GateRecord:

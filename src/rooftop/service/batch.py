@@ -26,15 +26,25 @@ def submit(queue: JobQueue, submissions: Sequence[Submission], settings: Setting
     return ids, new
 
 
-def device_count(device: DeviceType, workers: int | None) -> int:
-    """Device workers: one per GPU torch sees (or `workers` of them, at most that many); on a CPU,
-    `workers` (default 1), each an evaluation at a time on a share of the cores."""
-    if device == "cuda":
-        import torch
+def gpu_count(device: DeviceType) -> int:
+    if device != "cuda":
+        return 0
+    import torch
 
-        gpus = torch.cuda.device_count()
-        if workers is not None and workers > gpus:
-            raise UserError(f"--workers {workers}: this machine has {gpus} GPU(s); one worker per GPU at most")
+    return torch.cuda.device_count()
+
+
+def device_count(device: DeviceType, workers: int | None, backend: str = "local") -> int:
+    """Device workers: one per GPU torch sees, or `workers` of them; on a CPU, `workers` (default
+    1), each an evaluation at a time on a share of the cores. Local workers beyond one per GPU
+    share the GPUs in turn and take turns on each (pipeline/device_lease.py): their children start
+    and their solutions load while another evaluation holds the GPU, but no two evaluations use it
+    at once. Ray gives each device worker a whole GPU."""
+    if device == "cuda":
+        gpus = gpu_count(device)
+        if backend == "ray" and workers is not None and workers > gpus:
+            raise UserError(f"--workers {workers}: this machine has {gpus} GPU(s), and the ray backend gives "
+                            f"each worker a whole GPU; use at most {gpus} or the local backend")
         return workers or gpus
     return workers or 1
 
@@ -45,12 +55,12 @@ def orchestrator_for(queue: JobQueue, device: DeviceType, *, workers: int | None
     if backend == "ray":
         from rooftop.service.ray_backend import ray_orchestrator
 
-        return ray_orchestrator(queue, device, devices=device_count(device, workers), builders=builders,
+        return ray_orchestrator(queue, device, devices=device_count(device, workers, backend), builders=builders,
                                 address=address, recycle_after=recycle_after)
     if address is not None:
         raise UserError("--address: only the ray backend connects to a cluster (add --backend ray)")
     return local_orchestrator(queue, device, devices=device_count(device, workers), builders=builders,
-                              recycle_after=recycle_after)
+                              recycle_after=recycle_after, gpus=gpu_count(device))
 
 
 def run_jobs(queue: JobQueue, ids: list[str], device: DeviceType, *, workers: int | None = None,

@@ -24,18 +24,22 @@ from rooftop.service.worker import AHEAD, Task, worker_main
 CORES_PER_DEVICE = 4  # the trusted side, the child timing, and children coming up
 
 
-def plan_slots(device: DeviceType, devices: int, builders: int) -> list[Slot]:
-    """Device workers first, each on cores of its own where there are enough; builders on the rest."""
+def plan_slots(device: DeviceType, devices: int, builders: int, gpus: int = 0) -> list[Slot]:
+    """Device workers first, each on cores of its own where there are enough; builders on the rest.
+    On `gpus` GPUs, device worker i gets GPU i modulo their number (more workers than GPUs share)."""
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     split = len(cores) >= devices * CORES_PER_DEVICE + 1
     slots = []
     for i in range(devices):
-        env = {"CUDA_VISIBLE_DEVICES": str(i)} if device == "cuda" else {}
+        turn, gpu = divmod(i, gpus or devices)
+        env = {"CUDA_VISIBLE_DEVICES": str(gpu)} if device == "cuda" else {}
         own = cores[i * CORES_PER_DEVICE:(i + 1) * CORES_PER_DEVICE] if split else []
         # a GPU worker holds the next two jobs too, to start their children during this one: a
         # child's interpreter, torch and CUDA context take longer than a small problem's verdict
-        # (not on a CPU: there a child's start would take cycles from a timing)
-        slots.append(Slot(name=f"{device}:{i}", role="device", device=device, env=env, cores=own,
+        # (not on a CPU: there a child's start would take cycles from a timing); a GPU's second
+        # worker is cuda:0.1, so a job's `device` names its GPU
+        name = f"{device}:{gpu}" + (f".{turn}" if turn else "") if device == "cuda" else f"{device}:{i}"
+        slots.append(Slot(name=name, role="device", device=device, env=env, cores=own,
                           depth=1 + AHEAD if device == "cuda" else 1))
     rest = cores[devices * CORES_PER_DEVICE:] if split else []
     for i in range(builders):
@@ -130,5 +134,5 @@ def _main_script_hidden() -> Iterator[None]:
 
 
 def local_orchestrator(queue: JobQueue, device: DeviceType, devices: int = 1, builders: int = 1,
-                       recycle_after: int = 200) -> Orchestrator:
-    return Orchestrator(queue, plan_slots(device, devices, builders), ProcessTransport(), recycle_after)
+                       recycle_after: int = 200, gpus: int = 0) -> Orchestrator:
+    return Orchestrator(queue, plan_slots(device, devices, builders, gpus), ProcessTransport(), recycle_after)

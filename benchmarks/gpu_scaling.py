@@ -1,0 +1,239 @@
+"""Scaling over the GPUs of one host: the same batch through `rooftop batch` on 1, 2, 4, ... GPUs.
+
+The candidates are batch_throughput.py's (the examples deck's solutions and three mutations:
+CUDA C++, Triton, PyTorch, a third of them broken), every one a distinct source, so every build is
+cold. Each configuration gets the same candidates, an empty database and empty caches of its own,
+and sees only its GPUs (CUDA_VISIBLE_DEVICES). A configuration is `GPUSxWORKERS` ("2" is 2 GPUs,
+one worker each; "1x2" is one GPU with two workers, which take turns on it through the GPU's
+lease) and, with `--backend ray`, runs through a local Ray instance instead of worker processes.
+
+For each configuration the report gives:
+- candidates per hour (from outside the `rooftop batch` process) and the parallel efficiency
+  against the first configuration, per GPU;
+- the GPU-busy share, two ways: NVML's utilisation of each GPU, sampled every 0.1 s while the
+  batch runs (the share of time a kernel of any process was running: it counts the harness's own
+  flush and spin kernels too), and, per device worker, the seconds of its correctness and timing
+  gates (the gates whose calls run checked or timed kernels) over the batch's wall time;
+- whether every candidate got the same status as in the first configuration, and whether each
+  correct one's median time per shape lies within the other's 95 % interval of the median (the
+  verdict's `ci_low`..`ci_high`), both ways, with the relative differences of the medians; those
+  outside are listed. Give one configuration twice (`--configs 1,1`) for the run-to-run baseline.
+
+With `--isolation`, one candidate is also timed alone on GPU 0, then again while the other GPUs
+run the batch: its median per shape against its interval alone.
+
+    python benchmarks/gpu_scaling.py [--configs 1,2,4] [--count 100] [--shapes tiny] [--timeout 60]
+                                     [--backend local|ray] [--isolation] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from batch_throughput import ROOT, Candidate, make_candidates, path_env  # noqa: E402
+
+BUSY_GATES = ("gate_correctness", "gate_timing")
+
+
+def parse_config(text: str) -> tuple[int, int]:
+    gpus, _, workers = text.partition("x")
+    if not gpus.isdigit() or (workers and not workers.isdigit()) or int(gpus) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected GPUS or GPUSxWORKERS, e.g. 2 or 1x2")
+    return int(gpus), int(workers or gpus)
+
+
+class UtilizationSampler:
+    """NVML's GPU utilisation of each GPU, every `every` seconds, on a thread."""
+
+    def __init__(self, indices: list[int], every: float = 0.1) -> None:
+        import pynvml
+
+        pynvml.nvmlInit()
+        self.nvml, self.every = pynvml, every
+        self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in indices]
+        self.samples: list[list[int]] = [[] for _ in indices]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            for handle, kept in zip(self.handles, self.samples):
+                kept.append(self.nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+
+    def __enter__(self) -> UtilizationSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def shares(self) -> list[float]:
+        return [statistics.fmean(s) / 100 if s else 0.0 for s in self.samples]
+
+
+def run_config(candidates: list[Candidate], gpus: int, workers: int, args: argparse.Namespace, work: Path,
+               index: int) -> dict:
+    name = f"{gpus}x{workers}" + ("-ray" if args.backend == "ray" else "") + f"#{index}"
+    lines = work / "candidates.jsonl"
+    db = work / f"{name}.db"
+    env = {**path_env(work / f"cache-{name}"), "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(gpus))}
+    command = [sys.executable, "-m", "rooftop", "batch", str(lines), "--device", "cuda", "--shapes", args.shapes,
+               "--timeout", str(args.timeout), "--workers", str(workers), "--builders", str(args.builders),
+               "--backend", args.backend, "--json", "--db", str(db)]
+    print(f"{name}: {len(candidates)} candidates on {gpus} GPU(s), {workers} device worker(s)", flush=True)
+    with UtilizationSampler(list(range(gpus))) as sampler:
+        started = time.perf_counter()
+        proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT)
+        wall = time.perf_counter() - started
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{name}: rooftop batch failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    jobs = {j["solution"]: j for j in json.loads(proc.stdout)}
+    ids = [j["evaluation_id"] for j in jobs.values() if j["evaluation_id"] is not None]
+    with sqlite3.connect(db) as con:
+        verdicts = {i: json.loads(text) for i, text in con.execute(
+            f"SELECT id, verdict_json FROM evaluations WHERE id IN ({','.join('?' * len(ids))})", ids)} if ids else {}
+    rows, busy = [], dict[str, float]()
+    for c in candidates:
+        job = jobs[str(c.path)]
+        verdict = verdicts.get(job["evaluation_id"]) or {}
+        if job["device"] is not None and verdict:
+            busy[job["device"]] = busy.get(job["device"], 0.0) + sum(verdict.get("phases", {}).get(g, 0.0)
+                                                                      for g in BUSY_GATES)
+        times = {s["shape"]: [s["candidate"][k] for k in ("median", "ci_low", "ci_high")]
+                 for s in verdict.get("shapes", []) if s.get("candidate") and s["candidate"].get("samples")}
+        rows.append({"candidate": c.name, "status": job["status"] or f"no verdict ({job['state']})",
+                     "device": job["device"], "times": times,
+                     "device_wait_s": verdict.get("phases", {}).get("device_wait", 0.0)})
+    done = sum(1 for r in rows if not r["status"].startswith("no verdict"))
+    return {"name": name, "gpus": gpus, "workers": workers, "backend": args.backend, "wall_s": wall,
+            "candidates": len(rows), "with_verdict": done, "candidates_per_hour": 3600 * len(rows) / wall,
+            "nvml_busy_share": sampler.shares(), "gate_busy_share": {d: s / wall for d, s in sorted(busy.items())},
+            "waited_for_gpu": sum(1 for r in rows if r["device_wait_s"] > 0), "rows": rows}
+
+
+def compare(base: dict, other: dict) -> dict:
+    """Same status per candidate; each correct one's medians within the other's interval, both ways."""
+    status_differs, time_differs, relative = [], [], []
+    for a, b in zip(base["rows"], other["rows"]):
+        if a["status"] != b["status"]:
+            status_differs.append(f"{a['candidate']}: {a['status']} vs {b['status']}")
+            continue
+        for shape in sorted(set(a["times"]) & set(b["times"])):
+            (ma, la, ha), (mb, lb, hb) = a["times"][shape], b["times"][shape]
+            relative.append(abs(mb - ma) / ma)
+            if not (lb <= ma <= hb and la <= mb <= ha):
+                time_differs.append(f"{a['candidate']} {shape}: {ma * 1e6:.1f} us [{la * 1e6:.1f}, {ha * 1e6:.1f}] "
+                                    f"vs {mb * 1e6:.1f} us [{lb * 1e6:.1f}, {hb * 1e6:.1f}]")
+    return {"status_differs": status_differs, "timings_compared": len(relative),
+            "timing_outside_interval": time_differs,
+            "median_relative_difference": statistics.median(relative) if relative else None,
+            "max_relative_difference": max(relative) if relative else None}
+
+
+def isolation(candidates: list[Candidate], gpus: int, args: argparse.Namespace, work: Path) -> dict:
+    """One correct candidate timed alone on GPU 0, then while GPUs 1.. run the batch."""
+    probe = next(c for c in candidates if c.template.name == "cuda_softmax")
+    command = [sys.executable, "-m", "rooftop", "eval", probe.problem, str(probe.path), "--device", "cuda",
+               "--shapes", args.shapes, "--json", "--db", str(work / "isolation.db")]
+    env = {**path_env(work / "cache-isolation"), "CUDA_VISIBLE_DEVICES": "0"}
+
+    def timed() -> dict[str, list[float]]:
+        proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT)
+        verdict = json.loads(proc.stdout)
+        return {s["shape"]: [s["candidate"][k] for k in ("median", "ci_low", "ci_high")]
+                for s in verdict["shapes"] if s.get("candidate")}
+
+    alone = timed()
+    others = ",".join(str(i) for i in range(1, gpus))
+    busy_env = {**path_env(work / "cache-neighbours"), "CUDA_VISIBLE_DEVICES": others}
+    neighbours = subprocess.Popen([sys.executable, "-m", "rooftop", "batch", str(work / "candidates.jsonl"),
+                                   "--device", "cuda", "--shapes", args.shapes, "--builders", str(args.builders),
+                                   "--json", "--db", str(work / "neighbours.db")], env=busy_env, cwd=ROOT,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(30)  # the neighbours are past their start and timing
+    beside = timed()
+    neighbours.kill()
+    neighbours.wait()
+    out = {}
+    for shape in alone:
+        (median, low, high), med = alone[shape], beside[shape][0]
+        out[shape] = {"alone_us": median * 1e6, "alone_interval_us": [low * 1e6, high * 1e6],
+                      "beside_us": med * 1e6, "within": low <= med <= high}
+    return {"candidate": probe.name, "neighbour_gpus": others, "shapes": out}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--configs", default="1", help="comma-separated GPUS or GPUSxWORKERS (default 1)")
+    parser.add_argument("--count", type=int, default=100, help="candidates (default 100)")
+    parser.add_argument("--shapes", default="tiny", help="shape group or names (default tiny)")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per gate (default 60)")
+    parser.add_argument("--builders", type=int, default=4, help="build workers (default 4)")
+    parser.add_argument("--backend", choices=("local", "ray"), default="local")
+    parser.add_argument("--isolation", action="store_true", help="time one candidate alone and beside the batch")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    args = parser.parse_args()
+    try:
+        configs = [parse_config(c.strip()) for c in args.configs.split(",") if c.strip()]
+    except argparse.ArgumentTypeError as exc:
+        parser.error(f"--configs: {exc}")
+    import torch
+
+    present = torch.cuda.device_count()
+    if not configs or max(g for g, _ in configs) > present:
+        parser.error(f"--configs {args.configs}: this machine has {present} GPU(s)")
+    work = Path(tempfile.mkdtemp(prefix="rooftop-scaling-"))
+    candidates = make_candidates(args.count, work / "candidates", f"{os.getpid()}")
+    (work / "candidates.jsonl").write_text("".join(json.dumps({"problem": c.problem, "solution": str(c.path)}) + "\n"
+                                                   for c in candidates))
+    report: dict = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+                    "date": time.strftime("%Y-%m-%d"), "count": args.count, "shapes": args.shapes, "runs": []}
+    base: dict | None = None
+    for i, (gpus, workers) in enumerate(configs, 1):
+        run = run_config(candidates, gpus, workers, args, work, i)
+        base = base or run
+        per_gpu = run["candidates_per_hour"] / run["gpus"]
+        summary = {k: v for k, v in run.items() if k != "rows"}
+        summary["efficiency"] = per_gpu / (base["candidates_per_hour"] / base["gpus"])
+        summary["against_first"] = compare(base, run) if run is not base else None
+        report["runs"].append(summary)
+        print(f"{run['name']:>8}: {run['wall_s']:7.1f} s, {run['candidates_per_hour']:7.0f}/h, efficiency "
+              f"{summary['efficiency']:.2f}, NVML busy {', '.join(f'{s:.0%}' for s in run['nvml_busy_share'])}, "
+              f"gates busy {', '.join(f'{s:.0%}' for s in run['gate_busy_share'].values())}, "
+              f"{run['with_verdict']}/{run['candidates']} verdicts, {run['waited_for_gpu']} waited for a GPU",
+              flush=True)
+        if summary["against_first"]:
+            diff = summary["against_first"]
+            spread = (f"; medians differ by {diff['median_relative_difference']:.1%} (median), "
+                      f"{diff['max_relative_difference']:.1%} (max)") if diff["timings_compared"] else ""
+            print(f"          against {base['name']}: {len(diff['status_differs'])} statuses differ; "
+                  f"{len(diff['timing_outside_interval'])} of {diff['timings_compared']} timings outside the "
+                  f"other's interval{spread}", flush=True)
+            for line in diff["status_differs"] + diff["timing_outside_interval"]:
+                print(f"            {line}", flush=True)
+        if args.json:  # after every configuration: a run cut short keeps what it measured
+            args.json.write_text(json.dumps(report, indent=2))
+    if args.isolation:
+        if present < 2:
+            report["isolation"] = "needs 2 or more GPUs"
+        else:
+            report["isolation"] = isolation(candidates, present, args, work)
+        print(f"isolation: {json.dumps(report['isolation'])}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
