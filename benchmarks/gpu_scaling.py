@@ -22,8 +22,12 @@ For each configuration the report gives:
 With `--isolation`, one candidate is also timed alone on GPU 0, then again while the other GPUs
 run the batch: its median per shape against its interval alone.
 
+`--work DIR` keeps the candidates' tag and every configuration's results there: a later run with
+the same DIR (and `--count`) makes the same candidates and is compared against the first
+configuration ever run there, so configurations can be spread over several commands.
+
     python benchmarks/gpu_scaling.py [--configs 1,2,4] [--count 100] [--shapes tiny] [--timeout 60]
-                                     [--backend local|ray] [--isolation] [--json out.json]
+                                     [--backend local|ray] [--isolation] [--work DIR] [--json out.json]
 """
 
 from __future__ import annotations
@@ -183,6 +187,7 @@ def main() -> None:
     parser.add_argument("--builders", type=int, default=4, help="build workers (default 4)")
     parser.add_argument("--backend", choices=("local", "ray"), default="local")
     parser.add_argument("--isolation", action="store_true", help="time one candidate alone and beside the batch")
+    parser.add_argument("--work", type=Path, help="keep candidates and results here, to add configurations later")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args()
     try:
@@ -194,15 +199,24 @@ def main() -> None:
     present = torch.cuda.device_count()
     if not configs or max(g for g, _ in configs) > present:
         parser.error(f"--configs {args.configs}: this machine has {present} GPU(s)")
-    work = Path(tempfile.mkdtemp(prefix="rooftop-scaling-"))
-    candidates = make_candidates(args.count, work / "candidates", f"{os.getpid()}")
+    work = args.work or Path(tempfile.mkdtemp(prefix="rooftop-scaling-"))
+    (work / "runs").mkdir(parents=True, exist_ok=True)
+    tag_file = work / "tag"
+    if not tag_file.exists():
+        tag_file.write_text(f"{os.getpid()}-{time.time():.0f}")
+    earlier = [json.loads(f.read_text()) for f in sorted((work / "runs").glob("*.json"))]
+    if earlier and earlier[0]["candidates"] != args.count:
+        parser.error(f"--count {args.count}: the runs in {work} had {earlier[0]['candidates']} candidates")
+    # the same tag makes the same sources; a folder of their own keeps this run's paths apart
+    candidates = make_candidates(args.count, work / f"candidates-{len(earlier) + 1}", tag_file.read_text())
     (work / "candidates.jsonl").write_text("".join(json.dumps({"problem": c.problem, "solution": str(c.path)}) + "\n"
                                                    for c in candidates))
     report: dict = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
                     "date": time.strftime("%Y-%m-%d"), "count": args.count, "shapes": args.shapes, "runs": []}
-    base: dict | None = None
-    for i, (gpus, workers) in enumerate(configs, 1):
+    base: dict | None = earlier[0] if earlier else None
+    for i, (gpus, workers) in enumerate(configs, len(earlier) + 1):
         run = run_config(candidates, gpus, workers, args, work, i)
+        (work / "runs" / f"{i:02d}.json").write_text(json.dumps(run))
         base = base or run
         per_gpu = run["candidates_per_hour"] / run["gpus"]
         summary = {k: v for k, v in run.items() if k != "rows"}
