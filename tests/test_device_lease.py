@@ -89,6 +89,19 @@ def test_the_lease_file_is_open_to_every_user(tmp_path):
     lease.release()
 
 
+def test_the_leases_folder_is_shared_and_a_bad_one_is_named(tmp_path, monkeypatch):
+    from rooftop.pipeline.device_lease import LOCKS_ENV, lock_folder
+
+    monkeypatch.setenv(LOCKS_ENV, str(tmp_path / "locks"))
+    assert (lock_folder().stat().st_mode & 0o7777) == 0o1777
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv(LOCKS_ENV, str(tmp_path / "file" / "locks"))
+    with pytest.raises(UserError, match=f"{LOCKS_ENV}=.*file/locks: cannot make the GPU leases' folder"):
+        lock_folder()
+    with pytest.raises(UserError, match="cannot open the GPU lease .*set ROOFTOP_LOCKS"):
+        DeviceLease("gpu-test", tmp_path / "missing").acquire()
+
+
 def test_more_device_workers_than_gpus_share_them_in_turn(monkeypatch):
     from rooftop.service import batch
     from rooftop.service.local import plan_slots

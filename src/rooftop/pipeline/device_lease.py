@@ -20,22 +20,33 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from rooftop.errors import UserError
+
 LOCKS_ENV = "ROOFTOP_LOCKS"
 DEFAULT_FOLDER = Path("/tmp/rooftop-locks")  # not TMPDIR: every process of the host must agree on it
 POLL_SECONDS = 0.05
 
 
 def lock_folder() -> Path:
+    """The leases' folder, open to every user's evaluations (sticky, as /tmp is)."""
     folder = Path(os.environ.get(LOCKS_ENV) or DEFAULT_FOLDER)
-    folder.mkdir(mode=0o777, parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{LOCKS_ENV}={folder}: cannot make the GPU leases' folder there ({exc.strerror})")
+    try:
+        os.chmod(folder, 0o1777)
+    except PermissionError:  # another user's, who made it so already
+        pass
     return folder
 
 
-def gpu_identity(index: int | None = None) -> str:
-    """The UUID of the GPU `index` (default: the current one) as this process sees it."""
+def gpu_identity() -> str:
+    """The UUID of this process's current GPU."""
     import torch
 
-    props = torch.cuda.get_device_properties(torch.cuda.current_device() if index is None else index)
+    index = torch.cuda.current_device()
+    props = torch.cuda.get_device_properties(index)
     uuid = getattr(props, "uuid", None)
     return f"gpu-{uuid}" if uuid is not None else f"gpu-{props.name}-{index}".replace(" ", "_")
 
@@ -58,7 +69,11 @@ class DeviceLease:
         holds it."""
         if self._fd is not None:
             return 0.0
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except OSError as exc:
+            raise UserError(f"cannot open the GPU lease {self.path} ({exc.strerror}); set {LOCKS_ENV} to a folder "
+                            "every rooftop process of this host can write") from None
         started, told = time.monotonic(), False
         try:
             while True:
