@@ -24,8 +24,12 @@ test: setup lint
 	$(PY) -m pytest -q --durations=5 -m quiet || status=$$?; \
 	exit $$status
 
+# TEST_GPUS=0,1,2,3 spreads the GPU tests over those GPUs, one pytest-xdist worker on each
+comma := ,
+TEST_GPUS ?=
 test-gpu: setup
-	$(PY) -m pytest -q -m gpu
+	ROOFTOP_TEST_GPUS=$(TEST_GPUS) $(PY) -m pytest -q -m gpu \
+	  $(if $(TEST_GPUS),-n $(words $(subst $(comma), ,$(TEST_GPUS))) --dist load)
 
 clean:
 	rm -rf $(VENV) rooftop.db rooftop.db-wal rooftop.db-shm

@@ -10,6 +10,19 @@ FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).parents[1]
 
 
+def _spread_over_gpus() -> None:
+    """With ROOFTOP_TEST_GPUS=0,1,2,3 and pytest-xdist, worker gwN sees one GPU of the list (N modulo
+    its length), so one run's GPU tests spread over a host's GPUs instead of queueing for one lease.
+    Set before torch is imported here, so this process and every child it starts see that GPU."""
+    gpus = [g.strip() for g in os.environ.get("ROOFTOP_TEST_GPUS", "").split(",") if g.strip()]
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if gpus and worker.startswith("gw") and worker[2:].isdigit():
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[int(worker[2:]) % len(gpus)]
+
+
+_spread_over_gpus()
+
+
 def _has_cuda() -> bool:
     try:
         import torch

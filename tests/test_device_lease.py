@@ -152,3 +152,26 @@ def test_two_evaluations_on_one_gpu_take_turns():
     # the second's gates that use the GPU began only once the first had finished its last
     assert first["last_gate"] < second["build"], runs
     assert second["waits"] and second["waited"] > 0 and not first["waits"]
+
+
+def test_gpu_tests_spread_over_the_listed_gpus_one_xdist_worker_each(tmp_path):
+    """ROOFTOP_TEST_GPUS: each pytest-xdist worker sees one GPU of the list, set before torch loads."""
+    from conftest import ROOT
+
+    (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
+    (tmp_path / "test_seen.py").write_text(
+        "import os, pytest\n"
+        "@pytest.mark.parametrize('i', range(8))\n"
+        "def test_seen(i):\n"
+        "    seen = os.environ['PYTEST_XDIST_WORKER'], os.environ.get('CUDA_VISIBLE_DEVICES', '-')\n"
+        "    with open(os.environ['SEEN'], 'a') as f:\n"
+        "        f.write(' '.join(seen) + '\\n')\n")
+    seen = tmp_path / "seen.txt"
+    env = {**os.environ, "ROOFTOP_TEST_GPUS": "5, 7", "SEEN": str(seen), "PYTHONPATH": str(ROOT / "src")}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    env.pop("PYTEST_XDIST_WORKER", None)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist",
+                           "load", str(tmp_path)], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    pairs = {tuple(line.split()) for line in seen.read_text().splitlines()}
+    assert pairs == {("gw0", "5"), ("gw1", "7")}
