@@ -13,7 +13,9 @@ For each configuration the report gives:
 - the GPU-busy share, two ways: NVML's utilisation of each GPU, sampled every 0.1 s while the
   batch runs (the share of time a kernel of any process was running: it counts the harness's own
   flush and spin kernels too), and, per device worker, the seconds of its correctness and timing
-  gates (the gates whose calls run checked or timed kernels) over the batch's wall time;
+  gates (the gates whose calls run checked or timed kernels) over the batch's wall time, and the
+  share it spent in evaluations at all (their verdicts' wall time; the rest it waited for builds
+  or for work);
 - whether every candidate got the same status as in the first configuration, and whether each
   correct one's median time per shape lies within the other's 95 % interval of the median (the
   verdict's `ci_low`..`ci_high`), both ways, with the relative differences of the medians; those
@@ -28,6 +30,7 @@ configuration ever run there, so configurations can be spread over several comma
 
     python benchmarks/gpu_scaling.py [--configs 1,2,4] [--count 100] [--shapes tiny] [--timeout 60]
                                      [--backend local|ray] [--isolation] [--work DIR] [--json out.json]
+                                     [--device cuda|cpu]
 """
 
 from __future__ import annotations
@@ -61,11 +64,12 @@ class UtilizationSampler:
     """NVML's GPU utilisation of each GPU, every `every` seconds, on a thread."""
 
     def __init__(self, indices: list[int], every: float = 0.1) -> None:
-        import pynvml
+        self.nvml, self.every, self.handles = None, every, []
+        if indices:  # none: a CPU run, nothing to sample
+            import pynvml
 
-        pynvml.nvmlInit()
-        self.nvml, self.every = pynvml, every
-        self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in indices]
+            pynvml.nvmlInit()
+            self.nvml, self.handles = pynvml, [pynvml.nvmlDeviceGetHandleByIndex(i) for i in indices]
         self.samples: list[list[int]] = [[] for _ in indices]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -92,12 +96,14 @@ def run_config(candidates: list[Candidate], gpus: int, workers: int, args: argpa
     name = f"{gpus}x{workers}" + ("-ray" if args.backend == "ray" else "") + f"#{index}"
     lines = work / "candidates.jsonl"
     db = work / f"{name}.db"
-    env = {**path_env(work / f"cache-{name}"), "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(gpus))}
-    command = [sys.executable, "-m", "rooftop", "batch", str(lines), "--device", "cuda", "--shapes", args.shapes,
+    env = path_env(work / f"cache-{name}")
+    if args.device == "cuda":
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(gpus))
+    command = [sys.executable, "-m", "rooftop", "batch", str(lines), "--device", args.device, "--shapes", args.shapes,
                "--timeout", str(args.timeout), "--workers", str(workers), "--builders", str(args.builders),
                "--backend", args.backend, "--json", "--db", str(db)]
     print(f"{name}: {len(candidates)} candidates on {gpus} GPU(s), {workers} device worker(s)", flush=True)
-    with UtilizationSampler(list(range(gpus))) as sampler:
+    with UtilizationSampler(list(range(gpus)) if args.device == "cuda" else []) as sampler:
         started = time.perf_counter()
         proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT)
         wall = time.perf_counter() - started
@@ -108,13 +114,14 @@ def run_config(candidates: list[Candidate], gpus: int, workers: int, args: argpa
     with sqlite3.connect(db) as con:
         verdicts = {i: json.loads(text) for i, text in con.execute(
             f"SELECT id, verdict_json FROM evaluations WHERE id IN ({','.join('?' * len(ids))})", ids)} if ids else {}
-    rows, busy = [], dict[str, float]()
+    rows, busy, held = [], dict[str, float](), dict[str, float]()
     for c in candidates:
         job = jobs[str(c.path)]
         verdict = verdicts.get(job["evaluation_id"]) or {}
         if job["device"] is not None and verdict:
             busy[job["device"]] = busy.get(job["device"], 0.0) + sum(verdict.get("phases", {}).get(g, 0.0)
                                                                       for g in BUSY_GATES)
+            held[job["device"]] = held.get(job["device"], 0.0) + verdict.get("wall_seconds", 0.0)
         times = {s["shape"]: [s["candidate"][k] for k in ("median", "ci_low", "ci_high")]
                  for s in verdict.get("shapes", []) if s.get("candidate") and s["candidate"].get("samples")}
         rows.append({"candidate": c.name, "status": job["status"] or f"no verdict ({job['state']})",
@@ -124,6 +131,7 @@ def run_config(candidates: list[Candidate], gpus: int, workers: int, args: argpa
     return {"name": name, "gpus": gpus, "workers": workers, "backend": args.backend, "wall_s": wall,
             "candidates": len(rows), "with_verdict": done, "candidates_per_hour": 3600 * len(rows) / wall,
             "nvml_busy_share": sampler.shares(), "gate_busy_share": {d: s / wall for d, s in sorted(busy.items())},
+            "evaluating_share": {d: s / wall for d, s in sorted(held.items())},
             "waited_for_gpu": sum(1 for r in rows if r["device_wait_s"] > 0), "rows": rows}
 
 
@@ -186,6 +194,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per gate (default 60)")
     parser.add_argument("--builders", type=int, default=4, help="build workers (default 4)")
     parser.add_argument("--backend", choices=("local", "ray"), default="local")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="cpu: CPU device workers stand for the GPUs, to try the script on a machine without one")
     parser.add_argument("--isolation", action="store_true", help="time one candidate alone and beside the batch")
     parser.add_argument("--work", type=Path, help="keep candidates and results here, to add configurations later")
     parser.add_argument("--json", type=Path, help="write the results here")
@@ -196,9 +206,9 @@ def main() -> None:
         parser.error(f"--configs: {exc}")
     import torch
 
-    present = torch.cuda.device_count()
+    present = torch.cuda.device_count() if args.device == "cuda" else len(os.sched_getaffinity(0))
     if not configs or max(g for g, _ in configs) > present:
-        parser.error(f"--configs {args.configs}: this machine has {present} GPU(s)")
+        parser.error(f"--configs {args.configs}: this machine has {present} {args.device.upper()}(s)")
     work = args.work or Path(tempfile.mkdtemp(prefix="rooftop-scaling-"))
     (work / "runs").mkdir(parents=True, exist_ok=True)
     tag_file = work / "tag"
@@ -211,7 +221,8 @@ def main() -> None:
     candidates = make_candidates(args.count, work / f"candidates-{len(earlier) + 1}", tag_file.read_text())
     (work / "candidates.jsonl").write_text("".join(json.dumps({"problem": c.problem, "solution": str(c.path)}) + "\n"
                                                    for c in candidates))
-    report: dict = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+    name = torch.cuda.get_device_name(0) if args.device == "cuda" else f"CPU ({present} cores)"
+    report: dict = {"device": name, "torch": torch.__version__,
                     "date": time.strftime("%Y-%m-%d"), "count": args.count, "shapes": args.shapes, "runs": []}
     base: dict | None = earlier[0] if earlier else None
     for i, (gpus, workers) in enumerate(configs, len(earlier) + 1):
@@ -226,6 +237,7 @@ def main() -> None:
         print(f"{run['name']:>8}: {run['wall_s']:7.1f} s, {run['candidates_per_hour']:7.0f}/h, efficiency "
               f"{summary['efficiency']:.2f}, NVML busy {', '.join(f'{s:.0%}' for s in run['nvml_busy_share'])}, "
               f"gates busy {', '.join(f'{s:.0%}' for s in run['gate_busy_share'].values())}, "
+              f"evaluating {', '.join(f'{s:.0%}' for s in run['evaluating_share'].values())}, "
               f"{run['with_verdict']}/{run['candidates']} verdicts, {run['waited_for_gpu']} waited for a GPU",
               flush=True)
         if summary["against_first"]:
@@ -240,7 +252,7 @@ def main() -> None:
         if args.json:  # after every configuration: a run cut short keeps what it measured
             args.json.write_text(json.dumps(report, indent=2))
     if args.isolation:
-        if present < 2:
+        if args.device != "cuda" or present < 2:
             report["isolation"] = "needs 2 or more GPUs"
         else:
             report["isolation"] = isolation(candidates, present, args, work)
