@@ -21,8 +21,10 @@ For each configuration the report gives:
   verdict's `ci_low`..`ci_high`), both ways, with the relative differences of the medians; those
   outside are listed. Give one configuration twice (`--configs 1,1`) for the run-to-run baseline.
 
-With `--isolation`, one candidate is also timed alone on GPU 0, then again while the other GPUs
-run the batch: its median per shape against its interval alone.
+With `--isolation`, one candidate is also timed on GPU 0 alone, then while the other GPUs run the
+batch (with a configuration's caches, so they time rather than compile), then alone again, at
+`--isolation-shapes` (default visible: kernels long enough for neighbours to matter): its median
+per shape beside the neighbours against its interval alone, beside the second lone run's.
 
 `--work DIR` keeps the candidates' tag and every configuration's results there: a later run with
 the same DIR (and `--count`) makes the same candidates and is compared against the first
@@ -154,36 +156,52 @@ def compare(base: dict, other: dict) -> dict:
             "max_relative_difference": max(relative) if relative else None}
 
 
-def isolation(candidates: list[Candidate], gpus: int, args: argparse.Namespace, work: Path) -> dict:
-    """One correct candidate timed alone on GPU 0, then while GPUs 1.. run the batch."""
-    probe = next(c for c in candidates if c.template.name == "cuda_softmax")
-    command = [sys.executable, "-m", "rooftop", "eval", probe.problem, str(probe.path), "--device", "cuda",
-               "--shapes", args.shapes, "--json", "--db", str(work / "isolation.db")]
-    env = {**path_env(work / "cache-isolation"), "CUDA_VISIBLE_DEVICES": "0"}
+def isolation(candidates: list[Candidate], gpus: int, args: argparse.Namespace, work: Path,
+              warm: Path | None) -> dict:
+    """One correct candidate timed on GPU 0 alone, then while GPUs 1.. run the batch, then alone
+    again: the two lone runs give the run-to-run spread that the neighbours' effect is read against.
+    The neighbours reuse `warm` (a configuration's caches) where given, so they time from the start
+    rather than compile."""
+    gpu = args.device == "cuda"  # a CPU run tries the steps with CPU workers and a PyTorch probe
+    probe = next(c for c in candidates if c.template.name == ("cuda_softmax" if gpu else "pytorch_softmax"))
+    env = {**path_env(work / "cache-isolation"), **({"CUDA_VISIBLE_DEVICES": "0"} if gpu else {})}
 
-    def timed() -> dict[str, list[float]]:
+    def timed(label: str) -> dict[str, list[float]]:
+        command = [sys.executable, "-m", "rooftop", "eval", probe.problem, str(probe.path), "--device", args.device,
+                   "--shapes", args.isolation_shapes, "--json", "--db", str(work / f"isolation-{label}.db")]
         proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT)
+        if proc.returncode not in (0, 1):
+            raise SystemExit(f"isolation ({label}): rooftop eval failed (exit {proc.returncode}):\n"
+                             f"{proc.stderr[-3000:]}")
         verdict = json.loads(proc.stdout)
         return {s["shape"]: [s["candidate"][k] for k in ("median", "ci_low", "ci_high")]
                 for s in verdict["shapes"] if s.get("candidate")}
 
-    alone = timed()
+    alone = timed("alone")
     others = ",".join(str(i) for i in range(1, gpus))
-    busy_env = {**path_env(work / "cache-neighbours"), "CUDA_VISIBLE_DEVICES": others}
+    busy_env = {**path_env(warm or work / "cache-neighbours"), **({"CUDA_VISIBLE_DEVICES": others} if gpu else {})}
     neighbours = subprocess.Popen([sys.executable, "-m", "rooftop", "batch", str(work / "candidates.jsonl"),
-                                   "--device", "cuda", "--shapes", args.shapes, "--builders", str(args.builders),
-                                   "--json", "--db", str(work / "neighbours.db")], env=busy_env, cwd=ROOT,
+                                   "--device", args.device, "--shapes", args.isolation_shapes, "--workers",
+                                   str(gpus - 1), "--builders", str(args.builders), "--json", "--db",
+                                   str(work / "neighbours.db")], env=busy_env, cwd=ROOT,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(30)  # the neighbours are past their start and timing
-    beside = timed()
+    with UtilizationSampler(list(range(gpus)) if gpu else []) as sampler:
+        time.sleep(20 if warm else 60)  # the neighbours are past their start and timing
+        beside = timed("beside")
+    still_running = neighbours.poll() is None
     neighbours.kill()
     neighbours.wait()
+    again = timed("alone-again")
     out = {}
     for shape in alone:
-        (median, low, high), med = alone[shape], beside[shape][0]
+        (median, low, high), med, med2 = alone[shape], beside[shape][0], again[shape][0]
         out[shape] = {"alone_us": median * 1e6, "alone_interval_us": [low * 1e6, high * 1e6],
-                      "beside_us": med * 1e6, "within": low <= med <= high}
-    return {"candidate": probe.name, "neighbour_gpus": others, "shapes": out}
+                      "beside_us": med * 1e6, "beside_within": low <= med <= high,
+                      "beside_relative": med / median - 1,
+                      "alone_again_us": med2 * 1e6, "alone_again_within": low <= med2 <= high,
+                      "alone_again_relative": med2 / median - 1}
+    return {"candidate": probe.name, "shapes_group": args.isolation_shapes, "neighbour_gpus": others,
+            "neighbours_busy_share": sampler.shares(), "neighbours_ran_throughout": still_running, "shapes": out}
 
 
 def main() -> None:
@@ -197,6 +215,8 @@ def main() -> None:
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                         help="cpu: CPU device workers stand for the GPUs, to try the script on a machine without one")
     parser.add_argument("--isolation", action="store_true", help="time one candidate alone and beside the batch")
+    parser.add_argument("--isolation-shapes", default="visible",
+                        help="the shapes the isolation probe and its neighbours run (default visible)")
     parser.add_argument("--work", type=Path, help="keep candidates and results here, to add configurations later")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args()
@@ -252,10 +272,11 @@ def main() -> None:
         if args.json:  # after every configuration: a run cut short keeps what it measured
             args.json.write_text(json.dumps(report, indent=2))
     if args.isolation:
-        if args.device != "cuda" or present < 2:
+        if present < 2:
             report["isolation"] = "needs 2 or more GPUs"
         else:
-            report["isolation"] = isolation(candidates, present, args, work)
+            caches = sorted(work.glob("cache-*x*"))  # a configuration's: its builds are done
+            report["isolation"] = isolation(candidates, present, args, work, caches[-1] if caches else None)
         print(f"isolation: {json.dumps(report['isolation'])}", flush=True)
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
