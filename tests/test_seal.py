@@ -113,18 +113,45 @@ def _floor(untimed_us: float, harness_us: list[float], after_us: list[float], re
                          device="cuda")
     result = ShapeResult(shape="s", params={}, split="visible")
     result.candidate = SimpleNamespace(median=reported_us / 1e6)
-    judge_floor(ev, shape, result, [untimed_us / 1e6 + 1e-6 * (i % 3) for i in range(50)], [x / 1e6 for x in after_us])
-    return result, ev.verdict.warnings
+    forged = judge_floor(ev, shape, result, [untimed_us / 1e6 + 1e-6 * (i % 3) for i in range(50)],
+                         [x / 1e6 for x in after_us])
+    return result, ev.verdict.warnings, forged
 
 
-def test_the_wall_floor_passes_the_harness_noise_and_rejects_work_it_did_not_time():
-    from rooftop.verdict import GateFailed, Status
+def test_the_wall_floor_passes_the_harness_noise_and_names_work_it_did_not_time():
+    result, warnings, forged = _floor(untimed_us=1094, harness_us=[757, 766, 819, 862, 864, 943, 990, 1000],
+                                      after_us=[1034, 1037, 1063])  # an honest call on an H100, as measured
+    assert result.harness_seconds == pytest.approx(863e-6) and warnings == [] and forged is None
+    _, _, forged = _floor(untimed_us=1094 + 3000, harness_us=[757, 766, 819, 862, 864, 943, 990, 1000], after_us=[])
+    assert forged is not None and forged.startswith("[wall-floor]")
+    _, warnings, forged = _floor(untimed_us=900, harness_us=[800] * 8, after_us=[3000] * 8)
+    assert warnings and "[wall-floor]" in warnings[0] and forged is None
 
-    result, warnings = _floor(untimed_us=1094, harness_us=[757, 766, 819, 862, 864, 943, 990, 1000],
-                              after_us=[1034, 1037, 1063])  # an honest call on an H100, as measured
-    assert result.harness_seconds == pytest.approx(863e-6) and warnings == []
-    with pytest.raises(GateFailed) as failed:
-        _floor(untimed_us=1094 + 3000, harness_us=[757, 766, 819, 862, 864, 943, 990, 1000], after_us=[])
-    assert failed.value.status is Status.rejected and "[wall-floor]" in failed.value.messages[0]
-    _, warnings = _floor(untimed_us=900, harness_us=[800] * 8, after_us=[3000] * 8)
-    assert warnings and "[wall-floor]" in warnings[0]
+
+@pytest.mark.parametrize("contended", [False, True])
+def test_on_a_cpu_the_wall_floor_rejects_only_what_a_quiet_machine_timed(monkeypatch, contended):
+    """A shared CPU slows the harness's own work past what it measured before: there a breach of
+    the floor is a warning beside the contention flag (whose shape the reward ignores), else a
+    rejection."""
+    from types import SimpleNamespace
+
+    from rooftop.pipeline import timing
+    from rooftop.problem.spec import Shape
+    from rooftop.verdict import GateFailed, ShapeResult, Status
+
+    breach = "[wall-floor] shape 's': 4068 us of work went untimed"
+    monkeypatch.setattr(timing, "_time_once", lambda *args: breach)
+    monkeypatch.setattr(timing, "sample_load", lambda pids: None)
+    monkeypatch.setattr(timing, "assess", lambda *args: SimpleNamespace(contended=contended, reasons=["busy"]))
+    monkeypatch.setattr(timing.time, "sleep", lambda seconds: None)
+    ev = SimpleNamespace(device="cpu", cpu_load=None, own_pids=lambda: [], verdict=SimpleNamespace(warnings=[]))
+    result = ShapeResult(shape="s", params={}, split="visible")
+    result.candidate = result.reference = SimpleNamespace(samples=[])
+    if not contended:
+        with pytest.raises(GateFailed) as failed:
+            timing.time_shape(ev, Shape(name="s", params={}), result, None, False)
+        assert failed.value.status is Status.rejected and failed.value.messages == [breach]
+        return
+    timing.time_shape(ev, Shape(name="s", params={}), result, None, False)
+    assert result.flags == ["contention"]
+    assert ev.verdict.warnings[0].startswith("[contention]") and ev.verdict.warnings[1].startswith(breach)

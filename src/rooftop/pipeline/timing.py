@@ -52,9 +52,15 @@ FLOOR_CPU_SLACK = 1e-3
 
 
 def time_shape(ev: Evaluation, shape: Shape, result: ShapeResult, policy: TimingPolicy, profiled: bool) -> None:
-    """Time one shape; on a CPU, once more when a neighbour shared the machine, then flag it."""
+    """Time one shape; on a CPU, once more when a neighbour shared the machine, then flag it.
+
+    A call whose round trip held more than the wall floor allows is rejected, except on a CPU
+    that was shared while timing: there the harness's own work slowed with the machine, so its
+    cost measured before no longer bounds it, and the shape's times go unrewarded anyway."""
     if ev.device != "cpu":
-        _time_once(ev, shape, result, policy, profiled)
+        forged = _time_once(ev, shape, result, policy, profiled)
+        if forged:
+            raise GateFailed(Status.rejected, forged)
         return
     for attempt in range(1 + CPU_RETRIES):
         # a CPU shape takes a fraction of a second: the first window is the whole gate so far, a
@@ -64,7 +70,7 @@ def time_shape(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
         if attempt:
             time.sleep(RETRY_PAUSE)
         started = time.monotonic()
-        _time_once(ev, shape, result, policy, profiled)
+        forged = _time_once(ev, shape, result, policy, profiled)
         assert result.candidate is not None and result.reference is not None
         # the kernel's counters tick every 10 ms: a window shorter than MIN_WINDOW reads as noise,
         # so a quick shape waits out the rest of it (idle, when only other work shows); the window
@@ -73,6 +79,8 @@ def time_shape(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
         time.sleep(max(0.0, MIN_WINDOW - (time.monotonic() - opened)))
         found = assess(before, sample_load(ev.own_pids()), result.candidate.samples, result.reference.samples)
         if not found.contended:
+            if forged:
+                raise GateFailed(Status.rejected, forged)
             return
         if attempt < CPU_RETRIES:
             result.flags.clear()
@@ -80,9 +88,13 @@ def time_shape(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
     ev.verdict.warnings.append(f"[contention] shape '{shape.name}': the machine was shared while timing, twice "
                                f"({'; '.join(found.reasons)}); its times and speedup are not trustworthy and "
                                "the reward ignores them")
+    if forged:
+        ev.verdict.warnings.append(f"{forged} (not judged: the machine was shared while timing)")
 
 
-def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: TimingPolicy, profiled: bool) -> None:
+def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: TimingPolicy,
+               profiled: bool) -> str | None:
+    """The shape's samples and checks; what the wall floor found wrong, if anything."""
     max_clock = ev.sm_clock.max_mhz if ev.sm_clock is not None else None
     sampling = PairedSampling(policy, sides=2, max_clock_mhz=max_clock)  # candidate, reference
     checks = ev.settings.checks
@@ -133,18 +145,19 @@ def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
     if profiled:
         judge_listed(ev, shape, result)
     cross_check(ev, shape, result, sampling)
-    if floored:
-        judge_floor(ev, shape, result, untimed, after)
+    return judge_floor(ev, shape, result, untimed, after) if floored else None
 
 
-def judge_floor(ev: Evaluation, shape: Shape, result: ShapeResult, untimed: list[float], after: list[float]) -> None:
+def judge_floor(ev: Evaluation, shape: Shape, result: ShapeResult, untimed: list[float],
+                after: list[float]) -> str | None:
     """The trusted wall floor: a call's round trip, less the harness's own cost (no-op calls made
     before any candidate code ran) and the spin, is what the call itself took; a reported time
-    well below that means the clock was forged (native code can reach anything in the child).
-    The no-op calls are made again after timing: a harness that got slower is flagged, not used."""
+    well below that means the clock was forged (native code can reach anything in the child):
+    what was wrong, for the caller to reject. The no-op calls are made again after timing: a
+    harness that got slower is flagged, not used."""
     before = ev.harness_cost.get(shape.name, [])
     if not untimed or not before or result.candidate is None:
-        return
+        return None
     fixed, reported = statistics.median(before), result.candidate.median
     outside = statistics.median(untimed) - fixed
     allowed = FLOOR_SLACK + FLOOR_SHARE * fixed + FLOOR_TIME_SHARE * reported + \
@@ -155,13 +168,13 @@ def judge_floor(ev: Evaluation, shape: Shape, result: ShapeResult, untimed: list
         ev.verdict.warnings.append(f"[wall-floor] shape '{shape.name}': the harness's own cost per call grew from "
                                    f"{fixed * 1e6:.0f} us before the solution loaded to "
                                    f"{statistics.median(after) * 1e6:.0f} us after timing")
-    if outside > allowed:
-        raise GateFailed(Status.rejected, f"[wall-floor] shape '{shape.name}': each call's round trip on the trusted "
-                         f"clock held a median {outside * 1e6:.0f} us more than its reported "
-                         f"{reported * 1e6:.1f} us, the GPU's spin and the harness's own "
-                         f"{fixed * 1e6:.0f} us per call (measured before any solution code ran); more "
-                         f"than {allowed * 1e6:.0f} us of work went untimed, so the reported times are forged "
-                         "or the work ran outside the clock")
+    if outside <= allowed:
+        return None
+    return (f"[wall-floor] shape '{shape.name}': each call's round trip on the trusted clock held a median "
+            f"{outside * 1e6:.0f} us more than its reported {reported * 1e6:.1f} us, the GPU's spin and the "
+            f"harness's own {fixed * 1e6:.0f} us per call (measured before any solution code ran); more than "
+            f"{allowed * 1e6:.0f} us of work went untimed, so the reported times are forged or the work ran "
+            "outside the clock")
 
 
 def _reference_done(sampling: PairedSampling) -> bool:
