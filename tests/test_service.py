@@ -24,6 +24,7 @@ from rooftop.verdict import Status, Verdict
 
 SCALE = str(FIXTURES / "problems/scale")
 GOOD = FIXTURES / "solutions/good.py"
+CUDA_INLINE = FIXTURES / "solutions/cuda_inline_ok.py"
 
 
 def _verdict(status: Status = Status.correct) -> Verdict:
@@ -47,7 +48,19 @@ def test_a_job_is_named_by_what_decides_its_verdict(queue, tmp_path):
     edited = tmp_path / "good.py"
     edited.write_text(GOOD.read_text() + "\n# edited\n")
     assert queue.submit(problem, load_solution(edited), Settings(device="cpu"))[0] != first
-    assert queue.counts()[JobState.queued] == 3
+    assert queue.counts()[JobState.built] == 3  # nothing to compile: see the next test
+
+
+def test_only_a_job_with_something_to_compile_waits_for_the_build_pool(queue):
+    problem, settings = fixture_problem("scale"), Settings(device="cpu")
+    python, _ = queue.submit(problem, load_solution(GOOD), settings)
+    cuda, _ = queue.submit(problem, load_solution(CUDA_INLINE), settings)
+    as_text, _ = queue.submit(problem, SourceSnapshot.from_code(CUDA_INLINE.read_text() + "\n# as text\n"), settings)
+    folder, _ = queue.submit(problem, load_solution(FIXTURES / "solutions/cuda_ctypes_scale"), settings)
+    states = {i: queue.get(i) for i in (python, cuda, as_text, folder)}
+    assert states[python].state is JobState.built and states[python].built_at is not None
+    assert [states[i].state for i in (cuda, as_text, folder)] == [JobState.queued] * 3
+    assert [j.id for j in queue.claim(JobState.built, JobState.running, device="cpu:0")] == [python]
 
 
 def test_the_source_is_kept_as_submitted(queue, tmp_path):
@@ -73,7 +86,7 @@ def test_a_folder_solution_and_code_text_round_trip(tmp_path):
 
 
 def test_jobs_move_through_their_states_and_record_one_verdict(queue):
-    ident, _ = queue.submit(fixture_problem("scale"), load_solution(GOOD), Settings(device="cpu"))
+    ident, _ = queue.submit(fixture_problem("scale"), load_solution(CUDA_INLINE), Settings(device="cpu"))
     [building] = queue.claim(JobState.queued, JobState.building)
     assert building.id == ident and building.owner == queue.owner and building.build_wait_s is not None
     assert queue.claim(JobState.queued, JobState.building) == []  # nothing else is queued
@@ -129,7 +142,7 @@ def test_recovery_hands_back_the_jobs_of_owners_that_are_gone(queue):
 
 
 def test_a_held_job_given_back_too_often_fails(queue):
-    ident, _ = queue.submit(fixture_problem("scale"), load_solution(GOOD), Settings())
+    ident, _ = queue.submit(fixture_problem("scale"), load_solution(CUDA_INLINE), Settings())
     queue.claim(JobState.queued, JobState.building)
     assert queue.release(ident, "worker gone") is JobState.queued
     queue.claim(JobState.queued, JobState.building)
@@ -191,11 +204,16 @@ def test_batch_of_a_folder_gives_the_single_path_s_verdicts(tmp_path):
     assert all(j["state"] == "done" and j["attempts"] <= 1 for j in jobs.values()), jobs
     for name, job in jobs.items():
         assert job["status"] == alone[name], name
-    # static refusals and a CUDA source on a CPU are settled by the build stage: never on a device
-    assert jobs["forbidden.py"]["device"] is None and jobs["cuda_inline_ok.py"]["device"] is None
-    assert jobs["good.py"]["device"].startswith("cpu:")
+    # a CUDA source on a CPU is settled by the build stage, never on a device; a file with nothing
+    # to compile skips the build pool (no waiting behind compilers), and its static refusal takes
+    # the device milliseconds, before any child starts
+    assert jobs["cuda_inline_ok.py"]["device"] is None
+    assert jobs["good.py"]["device"].startswith("cpu:") and jobs["forbidden.py"]["device"].startswith("cpu:")
     store = Store(db, must_exist=True)
     assert store.count("evaluations") == len(jobs)
+    refused = store.verdict(jobs["forbidden.py"]["evaluation_id"])
+    assert refused is not None and refused.failed_gate.value == "static" and "child_start" not in refused.phases
+    assert refused.wall_seconds < 0.5
     store.close()
     again = rooftop("batch", str(folder), "--problem", SCALE, "--device", "cpu", "--db", str(db))
     assert again.returncode == 0 and "6 were already queued or judged" in again.stdout

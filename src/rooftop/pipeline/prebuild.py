@@ -24,11 +24,9 @@ from rooftop.pipeline.job import DeviceType, Settings
 from rooftop.pipeline.runner import GateRunner
 from rooftop.pipeline.spawn import start_child
 from rooftop.problem.spec import Problem, Shape
-from rooftop.solution.loader import Language, Solution
+from rooftop.solution.loader import Solution, needs_build
 from rooftop.verdict import Environment, Gate, GateRecord, Status, Verdict
 
-# what only compiles and so is worth a build worker's time; anything else is built at load
-COMPILED = {Language.cuda_inline, Language.cpp_inline, Language.cuda_nvcc}
 # build-gate statuses the device would give too
 FINAL_BUILD = {Status.compile_error, Status.timeout, Status.needs_gpu}
 
@@ -63,10 +61,6 @@ class CompileGate(BuildGate):
         return hand_over_and_build(ev)
 
 
-def needs_build(solution: Solution) -> bool:
-    return bool(COMPILED & set(solution.languages))
-
-
 def prebuild(problem: Problem, solution: Solution, settings: Settings, target: BuildTarget) -> Prebuilt:
     started = time.monotonic()
     which, shapes = select_shapes(problem, settings.shapes, target.device)
@@ -74,7 +68,7 @@ def prebuild(problem: Problem, solution: Solution, settings: Settings, target: B
     assert ev.job is not None
     ev.job = ev.job.model_copy(update={"capability": target.capability, "build_only": True})
     ev.verdict.environment = target.environment.model_copy(update={"mode": mode_for(target.device, solution)})
-    gates = (StaticGate(), CompileGate()) if needs_build(solution) else (StaticGate(),)
+    gates = (StaticGate(), CompileGate()) if needs_build(solution.languages) else (StaticGate(),)
     try:
         GateRunner(gates).run(ev)
     finally:

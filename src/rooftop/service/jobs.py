@@ -22,13 +22,14 @@ from rooftop.build.cache import cache_root
 from rooftop.errors import UserError
 from rooftop.pipeline.job import Settings
 from rooftop.problem.spec import Problem
-from rooftop.solution.loader import Solution, hash_sources, load_solution
+from rooftop.solution.loader import Language, Solution, detect, hash_sources, load_solution
 
 MAX_SOURCE_BYTES = 4 << 20  # a solution's files together; more is not a kernel but a payload
 
 
 class JobState(StrEnum):
-    """queued → building → built → running → done, or failed where no verdict could be made."""
+    """queued → building → built → running → done, or failed where no verdict could be made; a job
+    with nothing to compile starts built."""
 
     queued = "queued"
     building = "building"
@@ -113,6 +114,12 @@ class SourceSnapshot(BaseModel):
             raise UserError(f"code: {len(data)} bytes; at most {MAX_SOURCE_BYTES} are accepted")
         return cls(source_hash=hash_sources([(name, data)]), kind="file", entry=name,
                    files={name: base64.b64encode(data).decode()})
+
+    @property
+    def languages(self) -> list[Language]:
+        """As the loader reads them: from the entry file's text and the files' names."""
+        entry = base64.b64decode(self.files[self.entry]).decode(errors="replace")
+        return detect(entry, [Path(name) for name in self.files])[0]
 
     def materialize(self, root: Path | None = None) -> Solution:
         """The files under the cache, in a folder named by their hash (written once, then reused),

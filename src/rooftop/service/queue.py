@@ -8,6 +8,10 @@ is in the build cache). The verdict and the job's move to done are one transacti
 recorded once or not at all: an orchestrator killed at any moment and started again finishes
 the batch with none lost and none recorded twice. A job cut off mid-evaluation is evaluated
 again from the start; `attempts` counts the evaluations started.
+
+A job with nothing to compile (PyTorch, Triton) is submitted built: the build pool is there for
+compilers, and such a job's only gate before its device, the static one, takes milliseconds
+there; in the pool's line it would wait behind every nvcc build queued before it.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from collections.abc import Iterable
 from rooftop.pipeline.job import Settings
 from rooftop.problem.spec import Problem
 from rooftop.service.jobs import FINAL, Job, JobState, SourceSnapshot, job_id, problem_hash
-from rooftop.solution.loader import Solution
+from rooftop.solution.loader import Solution, needs_build
 from rooftop.store.db import Store
 from rooftop.verdict import Verdict
 
@@ -69,14 +73,17 @@ class JobQueue:
         ident = job_id(problem, digest, snapshot.source_hash, settings)
         name = label or (str(solution.path) if isinstance(solution, Solution) else snapshot.entry)
         now, stamp = time.time(), _stamp()
+        compiled = needs_build(solution.languages)
         with self._db:
             self._db.execute("INSERT OR IGNORE INTO sources (source_hash, kind, entry, files_json) VALUES (?, ?, ?, ?)",
                              (snapshot.source_hash, snapshot.kind, snapshot.entry, json.dumps(snapshot.files)))
             cur = self._db.execute(
                 """INSERT OR IGNORE INTO jobs (id, created_at, updated_at, problem, problem_version, problem_hash,
-                   solution, source_hash, settings_json, state, queued_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                (ident, stamp, stamp, problem.name, problem.spec.version, digest, name,
-                 snapshot.source_hash, settings.model_dump_json(), JobState.queued.value, now))
+                   solution, source_hash, settings_json, state, queued_at, built_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (ident, stamp, stamp, problem.name, problem.spec.version, digest, name, snapshot.source_hash,
+                 settings.model_dump_json(), (JobState.queued if compiled else JobState.built).value, now,
+                 None if compiled else now))
         return ident, cur.rowcount == 1
 
     def source(self, source_hash: str) -> SourceSnapshot:

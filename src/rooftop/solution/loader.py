@@ -26,6 +26,14 @@ class Language(str, Enum):
     cuda_nvcc = "cuda_nvcc"  # standalone .cu files built with nvcc, loaded with ctypes
 
 
+# what only compiles and so is worth a build worker's time; anything else is built at load
+COMPILED = {Language.cuda_inline, Language.cpp_inline, Language.cuda_nvcc}
+
+
+def needs_build(languages: Iterable[Language]) -> bool:
+    return bool(COMPILED & set(languages))
+
+
 class InlineCall(BaseModel):
     """One load_inline call as the file writes it: what torch builds from it (build/inline.py
     compile-checks it on a machine without a GPU with the flags torch would use on one)."""
@@ -111,12 +119,14 @@ def load_solution(path: str | Path) -> Solution:
     root = path if path.is_dir() else path.parent
     source_hash = hash_sources((str(f.relative_to(root)), f.read_bytes()) for f in files)
     source = entry.read_text()
-    languages, inline = _detect(source, files)
+    languages, inline = detect(source, files)
     return Solution(path=path.resolve(), entry=entry.resolve(), files=[f.resolve() for f in files],
                     source_hash=source_hash, languages=languages, inline=inline)
 
 
-def _detect(source: str, files: list[Path]) -> tuple[list[Language], InlineSources]:
+def detect(source: str, files: list[Path]) -> tuple[list[Language], InlineSources]:
+    """The languages and load_inline sources of a solution, read from its entry file's text and its
+    files' names alone (nothing is imported or written)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
