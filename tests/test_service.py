@@ -338,3 +338,21 @@ def test_the_ray_backend_gives_the_local_backend_s_verdicts(tmp_path):
         results[backend] = {Path(j["solution"]).name: (j["state"], j["status"]) for j in json.loads(out)}
     assert results["ray"] == results["local"]
     assert results["ray"]["good.py"] == ("done", "correct") and results["ray"]["forbidden.py"] == ("done", "rejected")
+
+
+@pytest.mark.timeout(240)  # the bug this guards against hangs the batch
+def test_jobs_waiting_behind_a_recycled_device_worker_are_handed_on(queue):
+    """A GPU worker holds the jobs after its current one; when it is recycled (or reports itself
+    broken) after that one, those it held go back to the queue and are evaluated, not lost."""
+    from rooftop.service.local import ProcessTransport
+    from rooftop.service.orchestrator import Orchestrator, Slot
+
+    problem, settings = fixture_problem("scale"), Settings(device="cpu", shapes="tiny")
+    ids = [queue.submit(problem, SourceSnapshot.from_code(GOOD.read_text() + f"\n# {i}\n"), settings)[0]
+           for i in range(2)]
+    slots = [Slot(name="cpu:0", role="device", device="cpu", depth=2),
+             Slot(name="build:0", role="build", device="cpu")]
+    orchestrator = Orchestrator(queue, slots, ProcessTransport(), recycle_after=1)
+    orchestrator.run(ids)
+    assert [j.state for j in queue.jobs(ids)] == [JobState.done] * 2
+    assert orchestrator.tally.recycled == 2 and all(j.attempts == 1 for j in queue.jobs(ids))

@@ -129,6 +129,8 @@ class Orchestrator:
 
     def _restart(self, slot: Slot) -> None:
         self.transport.stop(slot)
+        for job in slot.jobs:  # held behind the one that ended, never begun: back to the queue
+            self.queue.release(job.id, started=False)
         slot.ready, slot.jobs, slot.stage, slot.evaluations, slot.target = False, [], "", 0, None
         self.transport.start(slot)
 
