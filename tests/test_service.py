@@ -356,3 +356,27 @@ def test_jobs_waiting_behind_a_recycled_device_worker_are_handed_on(queue):
     orchestrator.run(ids)
     assert [j.state for j in queue.jobs(ids)] == [JobState.done] * 2
     assert orchestrator.tally.recycled == 2 and all(j.attempts == 1 for j in queue.jobs(ids))
+
+
+@pytest.mark.timeout(240)
+def test_a_ray_device_worker_holding_several_jobs_runs_each_once(queue, monkeypatch):
+    """A Ray actor runs one task at a time: the tasks a GPU worker holds after its current one
+    wait in the transport and go out, with those still after them (`ahead`), as each one ends."""
+    pytest.importorskip("ray")
+    from rooftop.service.ray_backend import RayTransport, ray_orchestrator
+
+    ahead: list[int] = []  # how many tasks each run was told would follow it
+    run = RayTransport._run
+    monkeypatch.setattr(RayTransport, "_run", lambda self, slot, message: (
+        ahead.append(len(self._held.get(slot.name, []))), run(self, slot, message)))
+
+    problem, settings = fixture_problem("scale"), Settings(device="cpu", shapes="tiny")
+    ids = [queue.submit(problem, SourceSnapshot.from_code(GOOD.read_text() + f"\n# {i}\n"), settings)[0]
+           for i in range(3)]
+    orchestrator = ray_orchestrator(queue, "cpu", devices=1, builders=1)
+    orchestrator.slots[0].depth = 3  # as on a GPU (a CPU worker holds one job at a time)
+    orchestrator.run(ids)
+    jobs = queue.jobs(ids)
+    assert [j.state for j in jobs] == [JobState.done] * 3 and all(j.attempts == 1 for j in jobs)
+    assert [j.status for j in jobs] == ["correct"] * 3 and {j.device for j in jobs} == {"cpu:0"}
+    assert ahead == [0, 1, 0]

@@ -17,7 +17,7 @@ from rooftop.errors import UserError
 from rooftop.pipeline.job import DeviceType
 from rooftop.service.orchestrator import Orchestrator, Slot
 from rooftop.service.queue import JobQueue
-from rooftop.service.worker import Hello, Task
+from rooftop.service.worker import AHEAD, Hello, Task
 
 
 def _ray() -> Any:
@@ -29,20 +29,24 @@ def _ray() -> Any:
 
 
 class DeviceWorker:
-    """A device worker as a Ray actor: the trusted side of every evaluation on its device."""
+    """A device worker as a Ray actor: the trusted side of every evaluation on its device. Each
+    task comes with the tasks it holds after it (`ahead`), whose children a GPU worker starts
+    during this one's early gates, as a local worker does with what waits in its pipe."""
 
     def __init__(self, device: DeviceType) -> None:
         self.device = device
+        self.started_ahead: set[str] = set()
 
     def hello(self) -> str:
         from rooftop.service.worker import describe_device
 
         return Hello(target=describe_device(self.device)).model_dump_json()
 
-    def run(self, message: str) -> str:
-        from rooftop.service.worker import device_healthy, run_task
+    def run(self, message: str, ahead: list[str] | None = None) -> str:
+        from rooftop.service.worker import Inbox, device_healthy, run_task
 
-        outcome = run_task(Task.model_validate_json(message), self.device)
+        inbox = Inbox(None, [Task.model_validate_json(m) for m in ahead or []], self.started_ahead)
+        outcome = run_task(Task.model_validate_json(message), self.device, inbox=inbox)
         outcome.healthy = outcome.healthy and device_healthy(self.device)
         return outcome.model_dump_json()
 
@@ -67,6 +71,7 @@ class RayTransport:
         self._actor = ray.remote(DeviceWorker)
         self._build = ray.remote(build)
         self._pending: dict[Any, Slot] = {}
+        self._held: dict[str, list[str]] = {}  # a device worker's tasks after the one it runs, in order
         self._said: list[tuple[Slot, str | None, str]] = []
 
     def start(self, slot: Slot) -> None:
@@ -82,11 +87,15 @@ class RayTransport:
     def send(self, slot: Slot, task: Task) -> bool:
         message = task.model_dump_json()
         if slot.role == "build":
-            ref = self._build.options(num_cpus=1, num_gpus=0).remote(message)
+            self._pending[self._build.options(num_cpus=1, num_gpus=0).remote(message)] = slot
+        elif any(s is slot for s in self._pending.values()):
+            self._held.setdefault(slot.name, []).append(message)  # sent, with those after it, once this one ends
         else:
-            ref = slot.handle.run.remote(message)
-        self._pending[ref] = slot
+            self._run(slot, message)
         return True
+
+    def _run(self, slot: Slot, message: str) -> None:
+        self._pending[slot.handle.run.remote(message, self._held.get(slot.name, [])[:AHEAD])] = slot
 
     def poll(self, slots: list[Slot], timeout: float) -> list[tuple[Slot, str | None, str]]:
         ray = self.ray
@@ -103,11 +112,16 @@ class RayTransport:
             try:
                 said.append((slot, ray.get(ref), ""))
             except Exception as exc:  # noqa: BLE001  (an actor or worker died: the orchestrator replaces it)
+                self._held.pop(slot.name, None)
                 said.append((slot, None, f"the Ray {slot.role} worker {slot.name} was lost: "
                                          f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"))
+                continue
+            if self._held.get(slot.name):
+                self._run(slot, self._held[slot.name].pop(0))
         return said
 
     def stop(self, slot: Slot) -> None:
+        self._held.pop(slot.name, None)
         for ref in [r for r, s in self._pending.items() if s is slot]:
             del self._pending[ref]
         if slot.role == "device" and slot.handle is not None:
@@ -124,7 +138,9 @@ class RayTransport:
 
 def ray_orchestrator(queue: JobQueue, device: DeviceType, devices: int = 1, builders: int = 1,
                      address: str | None = None, recycle_after: int = 200) -> Orchestrator:
-    slots = [Slot(name=f"{device}:{i}", role="device", device=device) for i in range(devices)]
+    # a GPU worker holds the next jobs too, to start their children during the current one
+    slots = [Slot(name=f"{device}:{i}", role="device", device=device, depth=1 + AHEAD if device == "cuda" else 1)
+             for i in range(devices)]
     slots += [Slot(name=f"build:{i}", role="build", device=device) for i in range(builders)]
     # a local instance gets exactly the cores its workers ask for
     return Orchestrator(queue, slots, RayTransport(address, cpus=None if device == "cuda" else devices + builders),

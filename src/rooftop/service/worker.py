@@ -96,21 +96,24 @@ def worker_main(conn: Connection, role: Role, device: DeviceType, env: dict[str,
 
 
 class Inbox:
-    """The tasks a worker has been handed and not begun (the orchestrator may hand one over ahead)."""
+    """The tasks a worker has been handed and not begun (the orchestrator may hand one over ahead);
+    without a connection, only those it was given (a Ray actor is told them with its task)."""
 
-    def __init__(self, conn: Connection) -> None:
-        self.conn, self.pending, self.stopping = conn, deque[Task](), False
-        self.started_ahead: set[str] = set()  # jobs whose children were started ahead of need
+    def __init__(self, conn: Connection | None, pending: list[Task] | None = None,
+                 started_ahead: set[str] | None = None) -> None:
+        self.conn, self.pending, self.stopping = conn, deque[Task](pending or []), False
+        # jobs whose children were started ahead of need
+        self.started_ahead: set[str] = set() if started_ahead is None else started_ahead
 
     def drain(self) -> None:
         """Take in what has arrived, without waiting."""
-        while not self.stopping and self.conn.poll(0):
+        while self.conn is not None and not self.stopping and self.conn.poll(0):
             self._take(self.conn.recv())
 
     def next(self) -> Task | None:
         """The next task, waiting for one; None once told to stop and nothing is left."""
         self.drain()
-        if not self.pending and not self.stopping:
+        if not self.pending and not self.stopping and self.conn is not None:
             self._take(self.conn.recv())
         return self.pending.popleft() if self.pending else None
 
