@@ -22,6 +22,8 @@ from rooftop.service.queue import MAX_ATTEMPTS, JobQueue
 from rooftop.service.worker import MESSAGES, Hello, Outcome, Role, Stage, Task
 
 RENEW_EVERY = 10.0  # seconds between lease renewals
+COUNT_EVERY = 0.1  # seconds at least between two counts of a batch's jobs while outcomes come in ...
+COUNT_IDLE = 0.5  # ... and at most while none do
 
 
 @dataclass
@@ -80,6 +82,7 @@ class Orchestrator:
         self.recycle_after = recycle_after
         self.tally = Tally()
         self._build_deaths: dict[str, int] = {}
+        self._outcomes = 0  # outcomes handled (a job recorded, failed or built)
 
     def run(self, ids: list[str], progress: ProgressFn | None = None) -> Tally:
         """Work until every job of `ids` is done or failed."""
@@ -88,14 +91,23 @@ class Orchestrator:
         counts = self.queue.counts(wanted)
         if counts[JobState.done] + counts[JobState.failed] == len(wanted):
             return self.tally  # nothing left: no worker is started
+        counted = (self._outcomes, time.monotonic())  # outcomes handled and the time at the last count
 
         def finished() -> bool:
-            counts = self.queue.counts(wanted)
+            # counting a large batch's jobs costs milliseconds (27 for 20,000): at most every
+            # COUNT_EVERY while outcomes come in, every COUNT_IDLE otherwise (a job may end
+            # elsewhere: another orchestrator working the same store), and at once when enough
+            # outcomes came in since the last count for every job to be over
+            nonlocal counts, counted
+            since, left = time.monotonic() - counted[1], len(wanted) - counts[JobState.done] - counts[JobState.failed]
+            new = self._outcomes - counted[0]
+            if new >= left or (new and since > COUNT_EVERY) or since > COUNT_IDLE:
+                counts, counted = self.queue.counts(wanted), (self._outcomes, time.monotonic())
             if progress:
                 progress(counts, self.slots)
             return counts[JobState.done] + counts[JobState.failed] == len(wanted)
 
-        return self._work(wanted, finished)
+        return self._work(frozenset(wanted), finished)
 
     def serve(self, stop: threading.Event, poll: float = 0.05) -> Tally:
         """Work off every open job of the store, whoever queued it, until `stop` is set: the
@@ -103,7 +115,7 @@ class Orchestrator:
         self.queue.recover()
         return self._work(None, stop.is_set, poll)
 
-    def _work(self, wanted: list[str] | None, finished: Callable[[], bool], poll: float = 1.0) -> Tally:
+    def _work(self, wanted: frozenset[str] | None, finished: Callable[[], bool], poll: float = 1.0) -> Tally:
         try:
             for slot in self.slots:
                 self.transport.start(slot)
@@ -153,12 +165,13 @@ class Orchestrator:
     def _target(self) -> BuildTarget | None:
         return next((s.target for s in self.slots if s.role == "device" and s.target is not None), None)
 
-    def _dispatch(self, wanted: list[str] | None) -> None:
+    def _dispatch(self, wanted: frozenset[str] | None) -> None:
         target = self._target()
+        empty: set[str] = set()  # roles that found nothing to claim this time: their other slots need not ask
         # first every idle worker gets one job, then device workers more, to start their children ahead
         for depth in range(1, 1 + max(s.depth for s in self.slots)):
             for slot in self.slots:
-                if not slot.ready or len(slot.jobs) >= min(depth, slot.depth):
+                if not slot.ready or len(slot.jobs) >= min(depth, slot.depth) or slot.role in empty:
                     continue
                 if slot.role == "build" and target is None:
                     continue  # builds wait until a device worker has said what to build for
@@ -168,6 +181,8 @@ class Orchestrator:
                     claimed = self.queue.claim(JobState.built, JobState.running, ids=wanted, device=slot.name)
                 if claimed:
                     self._send(slot, claimed[0], target)
+                else:
+                    empty.add(slot.role)
 
     def _send(self, slot: Slot, job: Job, target: BuildTarget | None) -> None:
         task = Task(kind="build" if slot.role == "build" else "run", job_id=job.id, problem=job.problem,
@@ -196,6 +211,7 @@ class Orchestrator:
         job = next((j for j in slot.jobs if j.id == outcome.job_id), None)
         if job is None:
             return
+        self._outcomes += 1
         slot.jobs.remove(job)
         slot.stage = "starting" if slot.jobs else ""
         held = JobState.building if slot.role == "build" else JobState.running

@@ -136,19 +136,20 @@ class JobQueue:
     # -- moving jobs along -----------------------------------------------------------------
     def claim(self, state: JobState, to: JobState, limit: int = 1, ids: Iterable[str] | None = None,
               device: str | None = None) -> list[Job]:
-        """Take up to `limit` unowned jobs in `state` (oldest first; only among `ids` when given)
-        and move them to `to` under this owner's lease."""
+        """Take up to `limit` unowned jobs in `state` (oldest first; only among `ids` when given:
+        a set is used as it is, so a caller that claims often builds it once) and move them to
+        `to` under this owner's lease."""
         now = time.time()
-        wanted = list(ids) if ids is not None else None
+        allowed = None if ids is None else ids if isinstance(ids, set | frozenset) else set(ids)
         with self._db:
-            query = "SELECT id, queued_at, built_at FROM jobs WHERE state = ? AND owner IS NULL"
-            args: list[object] = [state.value]
-            rows = self._db.execute(query + " ORDER BY queued_at, id", args).fetchall()
-            if wanted is not None:
-                allowed = set(wanted)
-                rows = [r for r in rows if r[0] in allowed]
+            cursor = self._db.execute("SELECT id, queued_at, built_at FROM jobs WHERE state = ? AND owner IS NULL "
+                                      "ORDER BY queued_at, id", (state.value,))
+            rows: list[tuple[str, float, float | None]] = []
+            while len(rows) < limit and (some := cursor.fetchmany(256)):  # the oldest first: stop once found
+                rows += [r for r in some if allowed is None or r[0] in allowed][:limit - len(rows)]
+            cursor.close()
             taken = []
-            for ident, queued_at, built_at in rows[:limit]:
+            for ident, queued_at, built_at in rows:
                 sets = "state = ?, owner = ?, lease_until = ?, updated_at = ?"
                 values: list[object] = [to.value, self.owner, now + LEASE_SECONDS, _stamp()]
                 if to is JobState.building:
