@@ -116,6 +116,21 @@ def test_more_device_workers_than_gpus_share_them_in_turn(monkeypatch):
         batch.device_count("cuda", 2, backend="ray")
 
 
+def test_each_gpu_worker_gets_a_core_for_itself_its_child_and_each_child_started_ahead(monkeypatch):
+    from rooftop.service import local
+    from rooftop.service.worker import AHEAD
+
+    monkeypatch.setattr(local.os, "sched_getaffinity", lambda pid: set(range(64)))
+    slots = local.plan_slots("cuda", 4, 40, gpus=4)
+    devices = [s for s in slots if s.role == "device"]
+    assert [len(s.cores) for s in devices] == [2 + AHEAD] * 4
+    assert len({c for s in devices for c in s.cores}) == 4 * (2 + AHEAD)  # disjoint
+    builders = {c for s in slots if s.role == "build" for c in s.cores}
+    assert builders == set(range(64)) - {c for s in devices for c in s.cores}
+    monkeypatch.setattr(local.os, "sched_getaffinity", lambda pid: set(range(8)))  # too few to split
+    assert all(s.cores == [] for s in local.plan_slots("cuda", 2, 4, gpus=2))
+
+
 # -- on a GPU: two evaluations of one GPU take turns ---------------------------------------------------
 EVALUATE = """
 import json, sys, time

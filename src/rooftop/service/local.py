@@ -1,9 +1,9 @@
 """The local backend: a build pool and one worker per device, as processes on this machine.
 
-Build workers and device workers get disjoint CPU cores where the machine has enough (a device
-worker four: its trusted side, its candidate's child, and the children started ahead for the
-jobs after it),
-so compilers never run on the cores of a timing. Every worker dies with the orchestrator.
+Build workers and device workers get disjoint CPU cores where the machine has enough (a GPU's
+worker five: its trusted side, its candidate's child, and the three children started ahead for
+the jobs after it; a CPU's four), so compilers never run on the cores of a timing. Every worker
+dies with the orchestrator.
 """
 
 from __future__ import annotations
@@ -21,19 +21,26 @@ from rooftop.service.orchestrator import Orchestrator, Slot
 from rooftop.service.queue import JobQueue
 from rooftop.service.worker import AHEAD, Task, worker_main
 
-CORES_PER_DEVICE = 4  # the trusted side, the child timing, and children coming up
+
+def cores_per_device(device: DeviceType) -> int:
+    """Cores set apart for one device worker. On a GPU: its trusted side, the child timing and the
+    AHEAD children coming up, each on a core of its own: a child's start (interpreter, torch, CUDA
+    context) is seconds of CPU, and children starting on fewer cores slow each other and can take
+    the timing child's core from under its launches. On a CPU: the trusted side and the child."""
+    return 2 + AHEAD if device == "cuda" else 4
 
 
 def plan_slots(device: DeviceType, devices: int, builders: int, gpus: int = 0) -> list[Slot]:
     """Device workers first, each on cores of its own where there are enough; builders on the rest.
     On `gpus` GPUs, device worker i gets GPU i modulo their number (more workers than GPUs share)."""
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    split = len(cores) >= devices * CORES_PER_DEVICE + 1
+    per = cores_per_device(device)
+    split = len(cores) >= devices * per + 1
     slots = []
     for i in range(devices):
         turn, gpu = divmod(i, gpus or devices)
         env = {"CUDA_VISIBLE_DEVICES": str(gpu)} if device == "cuda" else {}
-        own = cores[i * CORES_PER_DEVICE:(i + 1) * CORES_PER_DEVICE] if split else []
+        own = cores[i * per:(i + 1) * per] if split else []
         # a GPU worker holds the next two jobs too, to start their children during this one: a
         # child's interpreter, torch and CUDA context take longer than a small problem's verdict
         # (not on a CPU: there a child's start would take cycles from a timing); a GPU's second
@@ -41,7 +48,7 @@ def plan_slots(device: DeviceType, devices: int, builders: int, gpus: int = 0) -
         name = f"{device}:{gpu}" + (f".{turn}" if turn else "") if device == "cuda" else f"{device}:{i}"
         slots.append(Slot(name=name, role="device", device=device, env=env, cores=own,
                           depth=1 + AHEAD if device == "cuda" else 1))
-    rest = cores[devices * CORES_PER_DEVICE:] if split else []
+    rest = cores[devices * per:] if split else []
     for i in range(builders):
         # builders see no GPU at all: candidate code imported there cannot touch a timing
         slots.append(Slot(name=f"build:{i}", role="build", device=device, env={"CUDA_VISIBLE_DEVICES": ""},
