@@ -41,7 +41,7 @@ def plan_slots(device: DeviceType, devices: int, builders: int, gpus: int = 0) -
         turn, gpu = divmod(i, gpus or devices)
         env = {"CUDA_VISIBLE_DEVICES": str(gpu)} if device == "cuda" else {}
         own = cores[i * per:(i + 1) * per] if split else []
-        # a GPU worker holds the next two jobs too, to start their children during this one: a
+        # a GPU worker holds the next AHEAD jobs too, to start their children during this one: a
         # child's interpreter, torch and CUDA context take longer than a small problem's verdict
         # (not on a CPU: there a child's start would take cycles from a timing); a GPU's second
         # worker is cuda:0.1, so a job's `device` names its GPU
