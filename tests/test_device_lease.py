@@ -131,6 +131,20 @@ def test_each_gpu_worker_gets_a_core_for_itself_its_child_and_each_child_started
     assert all(s.cores == [] for s in local.plan_slots("cuda", 2, 4, gpus=2))
 
 
+def test_without_builders_asked_for_each_core_beside_the_device_workers_gets_one(monkeypatch):
+    from rooftop.service import local
+
+    monkeypatch.setattr(local.os, "sched_getaffinity", lambda pid: set(range(64)))
+    pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": (512 << 30) // 4096}
+    monkeypatch.setattr(local.os, "sysconf", lambda name: pages[name])
+    assert local.default_builders("cuda", 4) == 64 - 4 * local.cores_per_device("cuda")
+    assert local.default_builders("cuda", 8) == 64 - 8 * local.cores_per_device("cuda")
+    pages["SC_PHYS_PAGES"] = (16 << 30) // 4096  # memory binds first: a build's nvcc needs its share
+    assert local.default_builders("cuda", 4) == 16 // 2
+    monkeypatch.setattr(local.os, "sched_getaffinity", lambda pid: {0, 1})  # no core to spare: one all the same
+    assert local.default_builders("cpu", 1) == 1
+
+
 # -- on a GPU: two evaluations of one GPU take turns ---------------------------------------------------
 EVALUATE = """
 import json, sys, time

@@ -54,9 +54,9 @@ def batch_command(
     graphs: GraphsOpt = False,
     workers: Annotated[int | None, typer.Option("--workers", min=1, metavar="N", help="device workers (default: one "
                                                 "per GPU; on a CPU, 1); more than the GPUs take turns on them")] = None,
-    builders: Annotated[int, typer.Option("--builders", min=1, metavar="N",
-                                          help="build workers (compilers, on cores apart from the device workers')")]
-    = 1,
+    builders: Annotated[int | None, typer.Option("--builders", min=1, metavar="N",
+                                                 help="build workers (compilers, on cores apart from the device "
+                                                 "workers'; default: one per such core, at most 64)")] = None,
     backend: Annotated[str, typer.Option("--backend", metavar="local|ray",
                                          help="local: processes on this machine; ray: a Ray cluster")] = "local",
     address: Annotated[str | None, typer.Option("--address", metavar="ADDR",

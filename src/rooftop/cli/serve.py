@@ -30,7 +30,8 @@ def serve_command(
     sandbox: SandboxOpt = Sandbox.auto,
     workers: Annotated[int | None, typer.Option("--workers", min=1, metavar="N", help="device workers (default: "
                                                 "one per GPU; on a CPU, 1)")] = None,
-    builders: Annotated[int, typer.Option("--builders", min=1, metavar="N", help="build workers")] = 1,
+    builders: Annotated[int | None, typer.Option("--builders", min=1, metavar="N", help="build workers (default: "
+                                                 "one per core beside the device workers', at most 64)")] = None,
     max_turns: Annotated[int, typer.Option("--max-turns", min=1, metavar="N",
                                            help="tool calls per session unless it asks for fewer")] = 8,
     idle: Annotated[float, typer.Option("--idle", min=1.0, metavar="SECONDS",

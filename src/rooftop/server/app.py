@@ -56,7 +56,7 @@ class ServerConfig(BaseModel):
     idle_seconds: float = 1800.0
     max_turns: int = DEFAULT_TURNS
     workers: int | None = None
-    builders: int = 1
+    builders: int | None = None  # None: one per core beside the device workers'
 
 
 # -- documents ------------------------------------------------------------------------------------

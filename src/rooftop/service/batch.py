@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from rooftop.errors import UserError
 from rooftop.pipeline.job import DeviceType, Settings
 from rooftop.service.inputs import Submission
-from rooftop.service.local import local_orchestrator
+from rooftop.service.local import default_builders, local_orchestrator
 from rooftop.service.orchestrator import Orchestrator, ProgressFn, Tally
 from rooftop.service.queue import JobQueue
 
@@ -49,22 +49,26 @@ def device_count(device: DeviceType, workers: int | None, backend: str = "local"
     return workers or 1
 
 
-def orchestrator_for(queue: JobQueue, device: DeviceType, *, workers: int | None = None, builders: int = 1,
-                     backend: str = "local", address: str | None = None, recycle_after: int = 200) -> Orchestrator:
-    """The orchestrator of a backend: `local` processes, or `ray` actors and tasks."""
+def orchestrator_for(queue: JobQueue, device: DeviceType, *, workers: int | None = None,
+                     builders: int | None = None, backend: str = "local", address: str | None = None,
+                     recycle_after: int = 200) -> Orchestrator:
+    """The orchestrator of a backend: `local` processes, or `ray` actors and tasks. Without
+    `builders`, one build worker per core this host has beside its device workers'."""
+    devices = device_count(device, workers, backend)
+    builders = builders or default_builders(device, devices)
     if backend == "ray":
         from rooftop.service.ray_backend import ray_orchestrator
 
-        return ray_orchestrator(queue, device, devices=device_count(device, workers, backend), builders=builders,
-                                address=address, recycle_after=recycle_after)
+        return ray_orchestrator(queue, device, devices=devices, builders=builders, address=address,
+                                recycle_after=recycle_after)
     if address is not None:
         raise UserError("--address: only the ray backend connects to a cluster (add --backend ray)")
-    return local_orchestrator(queue, device, devices=device_count(device, workers), builders=builders,
-                              recycle_after=recycle_after, gpus=gpu_count(device))
+    return local_orchestrator(queue, device, devices=devices, builders=builders, recycle_after=recycle_after,
+                              gpus=gpu_count(device))
 
 
 def run_jobs(queue: JobQueue, ids: list[str], device: DeviceType, *, workers: int | None = None,
-             builders: int = 1, backend: str = "local", address: str | None = None,
+             builders: int | None = None, backend: str = "local", address: str | None = None,
              progress: ProgressFn | None = None, recycle_after: int = 200) -> Tally:
     return orchestrator_for(queue, device, workers=workers, builders=builders, backend=backend, address=address,
                             recycle_after=recycle_after).run(ids, progress)

@@ -39,7 +39,7 @@ class Result(BaseModel):
 
 
 class Evaluator:
-    def __init__(self, db: str | Path, device: DeviceType, *, workers: int | None = None, builders: int = 1,
+    def __init__(self, db: str | Path, device: DeviceType, *, workers: int | None = None, builders: int | None = None,
                  backend: str = "local", address: str | None = None, recycle_after: int = 200) -> None:
         self.db, self.device = Path(db), device
         self.workers, self.builders, self.backend, self.address = workers, builders, backend, address

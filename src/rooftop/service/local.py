@@ -30,6 +30,19 @@ def cores_per_device(device: DeviceType) -> int:
     return 2 + AHEAD if device == "cuda" else 4
 
 
+BUILD_MEMORY = 2 << 30  # a build worker's share of the host's memory: nvcc on torch's headers peaks near 1.5 GB
+MAX_BUILDERS = 64
+
+
+def default_builders(device: DeviceType, devices: int) -> int:
+    """Build workers when none are asked for: one per core left beside the device workers' (an
+    nvcc build keeps one core busy for tens of seconds, and one builder behind a GPU leaves it
+    waiting on compilers), as the host's memory allows."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return max(1, min(cores - devices * cores_per_device(device), memory // BUILD_MEMORY, MAX_BUILDERS))
+
+
 def plan_slots(device: DeviceType, devices: int, builders: int, gpus: int = 0) -> list[Slot]:
     """Device workers first, each on cores of its own where there are enough; builders on the rest.
     On `gpus` GPUs, device worker i gets GPU i modulo their number (more workers than GPUs share)."""
