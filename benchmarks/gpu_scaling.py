@@ -18,8 +18,9 @@ For each configuration the report gives:
   or for work);
 - whether every candidate got the same status as in the first configuration, and whether each
   correct one's median time per shape lies within the other's 95 % interval of the median (the
-  verdict's `ci_low`..`ci_high`), both ways, with the relative differences of the medians; those
-  outside are listed. Give one configuration twice (`--configs 1,1`) for the run-to-run baseline.
+  verdict's `ci_low`..`ci_high`), both ways, and whether the two intervals overlap at all, with
+  the relative differences of the medians; those outside are listed. Give one configuration
+  twice (`--configs 1,1`) for the run-to-run baseline.
 
 With `--isolation`, one candidate is also timed on GPU 0 alone, then while the other GPUs run the
 batch (with a configuration's caches, so they time rather than compile), then alone again, at
@@ -139,7 +140,7 @@ def run_config(candidates: list[Candidate], gpus: int, workers: int, args: argpa
 
 def compare(base: dict, other: dict) -> dict:
     """Same status per candidate; each correct one's medians within the other's interval, both ways."""
-    status_differs, time_differs, relative = [], [], []
+    status_differs, time_differs, relative, overlapping = [], [], [], 0
     for a, b in zip(base["rows"], other["rows"]):
         if a["status"] != b["status"]:
             status_differs.append(f"{a['candidate']}: {a['status']} vs {b['status']}")
@@ -147,11 +148,12 @@ def compare(base: dict, other: dict) -> dict:
         for shape in sorted(set(a["times"]) & set(b["times"])):
             (ma, la, ha), (mb, lb, hb) = a["times"][shape], b["times"][shape]
             relative.append(abs(mb - ma) / ma)
+            overlapping += int(la <= hb and lb <= ha)
             if not (lb <= ma <= hb and la <= mb <= ha):
                 time_differs.append(f"{a['candidate']} {shape}: {ma * 1e6:.1f} us [{la * 1e6:.1f}, {ha * 1e6:.1f}] "
                                     f"vs {mb * 1e6:.1f} us [{lb * 1e6:.1f}, {hb * 1e6:.1f}]")
     return {"status_differs": status_differs, "timings_compared": len(relative),
-            "timing_outside_interval": time_differs,
+            "timing_outside_interval": time_differs, "intervals_overlapping": overlapping,
             "median_relative_difference": statistics.median(relative) if relative else None,
             "max_relative_difference": max(relative) if relative else None}
 
@@ -266,7 +268,7 @@ def main() -> None:
                       f"{diff['max_relative_difference']:.1%} (max)") if diff["timings_compared"] else ""
             print(f"          against {base['name']}: {len(diff['status_differs'])} statuses differ; "
                   f"{len(diff['timing_outside_interval'])} of {diff['timings_compared']} timings outside the "
-                  f"other's interval{spread}", flush=True)
+                  f"other's interval ({diff['intervals_overlapping']} intervals overlap){spread}", flush=True)
             for line in diff["status_differs"] + diff["timing_outside_interval"]:
                 print(f"            {line}", flush=True)
         if args.json:  # after every configuration: a run cut short keeps what it measured
