@@ -19,7 +19,7 @@ from multiprocessing.process import BaseProcess
 from rooftop.pipeline.job import DeviceType
 from rooftop.service.orchestrator import Orchestrator, Slot
 from rooftop.service.queue import JobQueue
-from rooftop.service.worker import AHEAD, Task, worker_main
+from rooftop.service.worker import AHEAD, Task, jobs_held, worker_main
 
 
 def cores_per_device(device: DeviceType) -> int:
@@ -54,13 +54,9 @@ def plan_slots(device: DeviceType, devices: int, builders: int, gpus: int = 0) -
         turn, gpu = divmod(i, gpus or devices)
         env = {"CUDA_VISIBLE_DEVICES": str(gpu)} if device == "cuda" else {}
         own = cores[i * per:(i + 1) * per] if split else []
-        # a GPU worker holds the next AHEAD jobs too, to start their children during this one: a
-        # child's interpreter, torch and CUDA context take longer than a small problem's verdict
-        # (not on a CPU: there a child's start would take cycles from a timing); a GPU's second
-        # worker is cuda:0.1, so a job's `device` names its GPU
+        # a GPU's second worker is cuda:0.1, so a job's `device` names its GPU
         name = f"{device}:{gpu}" + (f".{turn}" if turn else "") if device == "cuda" else f"{device}:{i}"
-        slots.append(Slot(name=name, role="device", device=device, env=env, cores=own,
-                          depth=1 + AHEAD if device == "cuda" else 1))
+        slots.append(Slot(name=name, role="device", device=device, env=env, cores=own, depth=jobs_held(device)))
     rest = cores[devices * per:] if split else []
     for i in range(builders):
         # builders see no GPU at all: candidate code imported there cannot touch a timing

@@ -17,7 +17,7 @@ from rooftop.errors import UserError
 from rooftop.pipeline.job import DeviceType
 from rooftop.service.orchestrator import Orchestrator, Slot
 from rooftop.service.queue import JobQueue
-from rooftop.service.worker import AHEAD, Hello, Task
+from rooftop.service.worker import AHEAD, Hello, Task, jobs_held
 
 
 def _ray() -> Any:
@@ -138,9 +138,7 @@ class RayTransport:
 
 def ray_orchestrator(queue: JobQueue, device: DeviceType, devices: int = 1, builders: int = 1,
                      address: str | None = None, recycle_after: int = 200) -> Orchestrator:
-    # a GPU worker holds the next jobs too, to start their children during the current one
-    slots = [Slot(name=f"{device}:{i}", role="device", device=device, depth=1 + AHEAD if device == "cuda" else 1)
-             for i in range(devices)]
+    slots = [Slot(name=f"{device}:{i}", role="device", device=device, depth=jobs_held(device)) for i in range(devices)]
     slots += [Slot(name=f"build:{i}", role="build", device=device) for i in range(builders)]
     # a local instance gets exactly the cores its workers ask for
     return Orchestrator(queue, slots, RayTransport(address, cpus=None if device == "cuda" else devices + builders),

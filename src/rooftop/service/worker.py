@@ -29,6 +29,14 @@ Role = Literal["device", "build"]
 AHEAD = 3  # children a GPU worker starts ahead of need (for the jobs it holds after the current one)
 
 
+def jobs_held(device: DeviceType) -> int:
+    """Jobs a device worker is handed at once: on a GPU the current one and AHEAD more, whose
+    children it starts during the current one (a child's interpreter, torch and CUDA context take
+    longer than a small problem's verdict); not on a CPU, where a child's start would take cycles
+    from a timing."""
+    return 1 + AHEAD if device == "cuda" else 1
+
+
 class Task(BaseModel):
     """Evaluate (device worker) or build (build worker) one job."""
 
