@@ -237,17 +237,21 @@ def test_kernel_tracer_reads_each_call_on_every_stream_and_leaves_the_harnesss_w
 
 def test_honest_calls_last_kernel_ends_within_the_traces_slack_of_the_reported_time(traced_timer):
     """The [span] and [side-stream] rules hold every call's last kernel to its reported time plus
-    a small slack; honest calls of every size must fit with room to spare."""
+    a small slack, and reject from TRACE_STRIKES late calls on: honest calls of every size must fit
+    with room to spare, and the rare one past the slack (a host hiccup between the kernel's end and
+    the closing event) must stay below the strikes."""
     import torch
 
     from rooftop.pipeline.child_call import _summary
-    from rooftop.pipeline.tracing import TRACE_SLACK
+    from rooftop.pipeline.tracing import TRACE_SLACK, TRACE_STRIKES
 
     x = torch.randn(1 << 20, device="cuda")
     a = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
     works = [lambda: x.mul(2.0), lambda: a @ a, lambda: [x.add_(1.0) for _ in range(10)]] * 40
     seconds, calls = _traced_calls(traced_timer, works)
-    margins = [_summary(c).last_end_us - s * 1e6 for s, c in zip(seconds, calls)]
+    margins = sorted(_summary(c).last_end_us - s * 1e6 for s, c in zip(seconds, calls))
     assert len(calls) == len(works)
-    assert max(margins) < 1e6 * TRACE_SLACK, sorted(margins)[-5:]
+    late = [m for m in margins if m >= 1e6 * TRACE_SLACK]
+    assert len(late) < TRACE_STRIKES, (late, margins[-5:])
+    assert margins[int(0.95 * len(margins))] < 0.5e6 * TRACE_SLACK, margins[-10:]
 

@@ -149,3 +149,19 @@ def test_without_nvcc_cuda_is_reported_as_needing_a_gpu(monkeypatch):
     monkeypatch.setenv("ROOFTOP_NVCC", "none")
     v = run("scale", "cuda_inline_ok.py")
     assert v.status.value == "needs_gpu" and "not compile-checked" in v.messages[0]
+
+
+def test_an_import_that_relinks_a_library_in_place_is_not_reported_as_cached(tmp_path):
+    """load_inline's ninja can find an object out of date and relink the same .so path: that import
+    compiled, and the build gate must not say its build came from the cache."""
+    solution = tmp_path / "relinks.py"
+    solution.write_text(
+        "import os\nimport torch.nn as nn\n\n"
+        "library = os.path.join(os.environ['ROOFTOP_BUILD_DIR'], 'ext.so')\n"
+        "with open(library, 'ab') as f:\n    f.write(b'x')  # relinked on every import\n\n\n"
+        "class ModelNew(nn.Module):\n    def __init__(self, alpha):\n        super().__init__()\n"
+        "        self.alpha = alpha\n\n    def forward(self, x):\n        return x * self.alpha\n")
+    verdicts = [run("scale", solution, timing=False) for _ in range(2)]
+    assert [v.status.value for v in verdicts] == ["correct", "correct"], verdicts[-1].messages
+    builds = [next(g for g in v.gates if g.gate.value == "build") for v in verdicts]
+    assert [b.cached for b in builds] == [False, False]

@@ -22,12 +22,24 @@ def build(job: EvalJob, folder: Path) -> tuple[ModuleType, bool | None]:
 
     with exclusive_build(folder):
         cached = _compile_native(job, folder)
-        compiled_before = set(folder.rglob("*.so"))
+        compiled_before = _libraries(folder)
         module = _import_solution(job)
-        compiled_after = set(folder.rglob("*.so"))
+        compiled_after = _libraries(folder)
     if not compiled_after:
         return module, None  # nothing was compiled: Python, or Triton (which compiles at first call)
     return module, cached and compiled_after == compiled_before
+
+
+def _libraries(folder: Path) -> dict[Path, int]:
+    """The shared libraries under `folder` with their modification times: an import that relinks
+    one in place (load_inline's ninja finding an object out of date) did compile."""
+    found = {}
+    for path in folder.rglob("*.so"):
+        try:
+            found[path] = path.stat().st_mtime_ns
+        except OSError:
+            continue
+    return found
 
 
 def _compile_native(job: EvalJob, folder: Path) -> bool:
