@@ -16,6 +16,8 @@ For each configuration the report gives:
   gates (the gates whose calls run checked or timed kernels) over the batch's wall time, and the
   share it spent in evaluations at all (their verdicts' wall time; the rest it waited for builds
   or for work);
+- the seconds the device workers' children spent building and importing, and how many compiled rather
+  than importing what the build pool had built (each is GPU-worker time a build should not take);
 - whether every candidate got the same status as in the first configuration, and whether each
   correct one's median time per shape lies within the other's 95 % interval of the median (the
   verdict's `ci_low`..`ci_high`), both ways, and whether the two intervals overlap at all, with
@@ -127,15 +129,22 @@ def run_config(candidates: list[Candidate], gpus: int, workers: int, args: argpa
             held[job["device"]] = held.get(job["device"], 0.0) + verdict.get("wall_seconds", 0.0)
         times = {s["shape"]: [s["candidate"][k] for k in ("median", "ci_low", "ci_high")]
                  for s in verdict.get("shapes", []) if s.get("candidate") and s["candidate"].get("samples")}
+        build = next((g for g in verdict.get("gates", []) if g.get("gate") == "build"), None)
+        # the device child's build and import: the pool built it, so anything but a cached import is GPU time lost
+        device_build = verdict.get("phases", {}).get("build", 0.0) if job["device"] is not None else 0.0
         rows.append({"candidate": c.name, "status": job["status"] or f"no verdict ({job['state']})",
                      "device": job["device"], "times": times,
-                     "device_wait_s": verdict.get("phases", {}).get("device_wait", 0.0)})
+                     "device_wait_s": verdict.get("phases", {}).get("device_wait", 0.0),
+                     "device_build_s": device_build,
+                     "compiled_on_device": bool(job["device"] and build and build.get("cached") is False)})
     done = sum(1 for r in rows if not r["status"].startswith("no verdict"))
     return {"name": name, "gpus": gpus, "workers": workers, "backend": args.backend, "wall_s": wall,
             "candidates": len(rows), "with_verdict": done, "candidates_per_hour": 3600 * len(rows) / wall,
             "nvml_busy_share": sampler.shares(), "gate_busy_share": {d: s / wall for d, s in sorted(busy.items())},
             "evaluating_share": {d: s / wall for d, s in sorted(held.items())},
-            "waited_for_gpu": sum(1 for r in rows if r["device_wait_s"] > 0), "rows": rows}
+            "waited_for_gpu": sum(1 for r in rows if r["device_wait_s"] > 0),
+            "device_build_s": sum(r["device_build_s"] for r in rows),
+            "compiled_on_device": sum(1 for r in rows if r["compiled_on_device"]), "rows": rows}
 
 
 def compare(base: dict, other: dict) -> dict:
@@ -260,7 +269,8 @@ def main() -> None:
               f"{summary['efficiency']:.2f}, NVML busy {', '.join(f'{s:.0%}' for s in run['nvml_busy_share'])}, "
               f"gates busy {', '.join(f'{s:.0%}' for s in run['gate_busy_share'].values())}, "
               f"evaluating {', '.join(f'{s:.0%}' for s in run['evaluating_share'].values())}, "
-              f"{run['with_verdict']}/{run['candidates']} verdicts, {run['waited_for_gpu']} waited for a GPU",
+              f"{run['with_verdict']}/{run['candidates']} verdicts, {run['waited_for_gpu']} waited for a GPU, "
+              f"builds on the GPUs {run['device_build_s']:.1f} s ({run['compiled_on_device']} compiled there)",
               flush=True)
         if summary["against_first"]:
             diff = summary["against_first"]
