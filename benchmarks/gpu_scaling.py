@@ -248,15 +248,20 @@ def main() -> None:
     earlier = [json.loads(f.read_text()) for f in sorted((work / "runs").glob("*.json"))]
     if earlier and earlier[0]["candidates"] != args.count:
         parser.error(f"--count {args.count}: the runs in {work} had {earlier[0]['candidates']} candidates")
+    # a configuration cut short left its folder and database behind: the next ones number past it,
+    # so that no run resumes another's jobs
+    left = [int(f.name.split("-")[1]) for f in work.glob("candidates-*")] + \
+        [int(f.stem.rsplit("#", 1)[1]) for f in work.glob("*#*.db")]
+    first = 1 + max([len(earlier), *left])
     # the same tag makes the same sources; a folder of their own keeps this run's paths apart
-    candidates = make_candidates(args.count, work / f"candidates-{len(earlier) + 1}", tag_file.read_text())
+    candidates = make_candidates(args.count, work / f"candidates-{first}", tag_file.read_text())
     (work / "candidates.jsonl").write_text("".join(json.dumps({"problem": c.problem, "solution": str(c.path)}) + "\n"
                                                    for c in candidates))
     name = torch.cuda.get_device_name(0) if args.device == "cuda" else f"CPU ({present} cores)"
     report: dict = {"device": name, "torch": torch.__version__,
                     "date": time.strftime("%Y-%m-%d"), "count": args.count, "shapes": args.shapes, "runs": []}
     base: dict | None = earlier[0] if earlier else None
-    for i, (gpus, workers) in enumerate(configs, len(earlier) + 1):
+    for i, (gpus, workers) in enumerate(configs, first):
         run = run_config(candidates, gpus, workers, args, work, i)
         (work / "runs" / f"{i:02d}.json").write_text(json.dumps(run))
         base = base or run
