@@ -38,9 +38,11 @@ def default_builders(device: DeviceType, devices: int) -> int:
     """Build workers when none are asked for: one per core left beside the device workers' (an
     nvcc build keeps one core busy for tens of seconds, and one builder behind a GPU leaves it
     waiting on compilers), as the host's memory allows."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return max(1, min(cores - devices * cores_per_device(device), memory // BUILD_MEMORY, MAX_BUILDERS))
+    from rooftop.build.jit import usable_cores
+    from rooftop.integrity.watchdog import host_memory_bytes
+
+    spare = usable_cores() - devices * cores_per_device(device)
+    return max(1, min(spare, host_memory_bytes() // BUILD_MEMORY, MAX_BUILDERS))
 
 
 def plan_slots(device: DeviceType, devices: int, builders: int, gpus: int = 0) -> list[Slot]:
