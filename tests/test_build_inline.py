@@ -131,6 +131,13 @@ def test_jit_settings_target_the_present_gpu_and_every_usable_core(tmp_path, mon
     assert "MAX_JOBS" not in cpu and "TORCH_CUDA_ARCH_LIST" not in cpu  # the user's count stands
 
 
+def test_jit_builds_track_no_system_headers_as_the_folder_key_stands_for_them(tmp_path, monkeypatch):
+    monkeypatch.delenv("TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES", raising=False)
+    assert jit_env(tmp_path, (9, 0))["TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES"] == "1"
+    monkeypatch.setenv("TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES", "0")
+    assert "TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES" not in jit_env(tmp_path, (9, 0))  # the user's choice stands
+
+
 # -- with the real compilers (tens of seconds each) ------------------------------------------------------
 needs_nvcc = pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc")
 

@@ -35,7 +35,8 @@ def jit_env(folder: Path, capability: tuple[int, int] | None) -> dict[str, str]:
     """Variables for builds into `folder` for a GPU of `capability` (None: no GPU, no CUDA builds).
 
     MAX_JOBS is left alone when the user set it; else ninja gets one job per usable core (ninja's
-    own default depends on its version and may count cores the process cannot use)."""
+    own default depends on its version and may count cores the process cannot use). A user's
+    TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES stands too."""
     env = {"ROOFTOP_BUILD_DIR": str(folder),
            "TORCH_EXTENSIONS_DIR": str(folder / "torch_extensions"),
            "TRITON_CACHE_DIR": str(folder / "triton")}
@@ -43,4 +44,11 @@ def jit_env(folder: Path, capability: tuple[int, int] | None) -> dict[str, str]:
         env["TORCH_CUDA_ARCH_LIST"] = cuda_arch_list(capability)
     if not os.environ.get("MAX_JOBS", "").isdigit():
         env["MAX_JOBS"] = str(usable_cores())
+    # no nvcc dependency file: it lists every header the toolkit and torch bring (about 5,400), which
+    # the folder's key already stands for (one folder per source, torch, CUDA and nvcc). With that
+    # list, ninja in a GPU host's evaluation child once rebuilt cuda.cuda.o (not main.o, whose gcc
+    # list names no system header) that the build pool had just built into the same folder: 27-32 s
+    # of the GPU worker's time per inline-CUDA candidate
+    if "TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES" not in os.environ:
+        env["TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES"] = "1"
     return env
