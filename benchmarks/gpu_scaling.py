@@ -16,6 +16,9 @@ For each configuration the report gives:
   gates (the gates whose calls run checked or timed kernels) over the batch's wall time, and the
   share it spent in evaluations at all (their verdicts' wall time; the rest it waited for builds
   or for work);
+- where each device worker's wall went, from the queue's records: before its first job, inside
+  verdicts, holding a job outside its verdict (its own steps between evaluations), with no job
+  ready (builds behind), after its last verdict;
 - the seconds the device workers' children spent building and importing, and how many compiled rather
   than importing what the build pool had built (each is GPU-worker time a build should not take);
 - whether every candidate got the same status as in the first configuration, and whether each
@@ -25,9 +28,12 @@ For each configuration the report gives:
   twice (`--configs 1,1`) for the run-to-run baseline.
 
 With `--isolation`, one candidate is also timed on GPU 0 alone, then while the other GPUs run the
-batch (with a configuration's caches, so they time rather than compile), then alone again, at
+batch (with a configuration's caches, so they time rather than compile), then while they run bf16
+GEMMs back to back (the most power and heat a neighbour can draw), then alone again, at
 `--isolation-shapes` (default visible: kernels long enough for neighbours to matter): its median
-per shape beside the neighbours against its interval alone, beside the second lone run's.
+per shape beside each load against its interval alone, beside the second lone run's. A load is
+timed beside only once NVML has seen a kernel on every other GPU; its NVML share per GPU while the
+probe ran is reported.
 
 `--work DIR` keeps the candidates' tag and every configuration's results there: a later run with
 the same DIR (and `--count`) makes the same candidates and is compared against the first
@@ -50,6 +56,7 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -109,7 +116,7 @@ def run_config(candidates: list[Candidate], gpus: int, workers: int, args: argpa
                "--backend", args.backend, "--json", "--db", str(db)]
     print(f"{name}: {len(candidates)} candidates on {gpus} GPU(s), {workers} device worker(s)", flush=True)
     with UtilizationSampler(list(range(gpus)) if args.device == "cuda" else []) as sampler:
-        started = time.perf_counter()
+        started, started_at = time.perf_counter(), time.time()
         proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT)
         wall = time.perf_counter() - started
     if proc.returncode not in (0, 1):
@@ -138,13 +145,40 @@ def run_config(candidates: list[Candidate], gpus: int, workers: int, args: argpa
                      "device_build_s": device_build,
                      "compiled_on_device": bool(job["device"] and build and build.get("cached") is False)})
     done = sum(1 for r in rows if not r["status"].startswith("no verdict"))
+    with sqlite3.connect(db) as con:
+        handled = con.execute("SELECT device, built_at, run_wait_s, updated_at, evaluation_id FROM jobs "
+                              "WHERE device IS NOT NULL AND run_wait_s IS NOT NULL").fetchall()
+    timeline = worker_timeline([(device, built + waited, datetime.fromisoformat(ended).timestamp() - started_at,
+                                 (verdicts.get(ident) or {}).get("wall_seconds", 0.0))
+                                for device, built, waited, ended, ident in handled], started_at, wall)
     return {"name": name, "gpus": gpus, "workers": workers, "backend": args.backend, "wall_s": wall,
             "candidates": len(rows), "with_verdict": done, "candidates_per_hour": 3600 * len(rows) / wall,
             "nvml_busy_share": sampler.shares(), "gate_busy_share": {d: s / wall for d, s in sorted(busy.items())},
             "evaluating_share": {d: s / wall for d, s in sorted(held.items())},
             "waited_for_gpu": sum(1 for r in rows if r["device_wait_s"] > 0),
             "device_build_s": sum(r["device_build_s"] for r in rows),
-            "compiled_on_device": sum(1 for r in rows if r["compiled_on_device"]), "rows": rows}
+            "compiled_on_device": sum(1 for r in rows if r["compiled_on_device"]), "timeline": timeline, "rows": rows}
+
+
+def worker_timeline(jobs: list[tuple[str, float, float, float]], started_at: float, wall: float) -> dict[str, dict]:
+    """Where each device worker's wall went, from the queue's records of its jobs (device, epoch it
+    claimed the job, seconds from the batch's start to its verdict, the verdict's own seconds):
+    before its first claim (the batch's, the workers' and the first builds' start), inside verdicts,
+    holding a claimed job outside its verdict (the worker's own steps between two evaluations),
+    waiting with no job (the builds had none ready), and after its last verdict."""
+    out: dict[str, dict] = {}
+    for device in sorted({d for d, *_ in jobs}):
+        mine = sorted(((c - started_at, e, w) for d, c, e, w in jobs if d == device), key=lambda j: j[1])
+        inside = holding = starved = 0.0
+        previous = mine[0][0]
+        for claimed, ended, verdict_s in mine:
+            starved += max(0.0, claimed - previous)
+            inside += verdict_s
+            holding += max(0.0, ended - max(previous, claimed) - verdict_s)
+            previous = ended
+        out[device] = {"before_first_s": mine[0][0], "verdicts_s": inside, "between_verdicts_s": holding,
+                       "no_job_s": starved, "after_last_s": wall - previous}
+    return out
 
 
 def compare(base: dict, other: dict) -> dict:
@@ -167,15 +201,42 @@ def compare(base: dict, other: dict) -> dict:
             "max_relative_difference": max(relative) if relative else None}
 
 
+# a neighbour at its worst: bf16 GEMMs back to back, the most power and heat a GPU beside can draw
+GEMM_LOAD = ("import torch\n"
+             "a = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16)\n"
+             "while True:\n"
+             "    for _ in range(20): b = a @ a\n"
+             "    torch.cuda.synchronize()\n")
+
+
+def wait_until_busy(indices: list[int], seconds: float) -> float | None:
+    """Seconds until NVML has seen a kernel on every GPU of `indices` (None: not within `seconds`)."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    handles, seen, started = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in indices], set(), time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        seen |= {i for i, h in zip(indices, handles) if pynvml.nvmlDeviceGetUtilizationRates(h).gpu > 0}
+        if len(seen) == len(indices):
+            return time.perf_counter() - started
+        time.sleep(0.2)
+    return None
+
+
 def isolation(candidates: list[Candidate], gpus: int, args: argparse.Namespace, work: Path,
               warm: Path | None) -> dict:
-    """One correct candidate timed on GPU 0 alone, then while GPUs 1.. run the batch, then alone
-    again: the two lone runs give the run-to-run spread that the neighbours' effect is read against.
-    The neighbours reuse `warm` (a configuration's caches) where given, so they time from the start
-    rather than compile."""
+    """One correct candidate timed on GPU 0 alone, then while GPUs 1.. run the batch, then while they
+    run back-to-back GEMMs, then alone again: the two lone runs give the run-to-run spread that the
+    neighbours' effect is read against. Each neighbour load is timed beside only once NVML has seen
+    it on every other GPU. The batch neighbours reuse `warm` (a configuration's caches) where given,
+    so they time rather than compile."""
     gpu = args.device == "cuda"  # a CPU run tries the steps with CPU workers and a PyTorch probe
-    probe = next(c for c in candidates if c.template.name == ("cuda_softmax" if gpu else "pytorch_softmax"))
+    wanted = "cuda_softmax" if gpu else "pytorch_softmax"
+    probe = next((c for c in candidates if c.template.name == wanted), None)
+    if probe is None:
+        raise SystemExit(f"--isolation: the probe ({wanted}) is not among {len(candidates)} candidates; raise --count")
     env = {**path_env(work / "cache-isolation"), **({"CUDA_VISIBLE_DEVICES": "0"} if gpu else {})}
+    others = list(range(1, gpus))
 
     def timed(label: str) -> dict[str, list[float]]:
         command = [sys.executable, "-m", "rooftop", "eval", probe.problem, str(probe.path), "--device", args.device,
@@ -188,31 +249,46 @@ def isolation(candidates: list[Candidate], gpus: int, args: argparse.Namespace, 
         return {s["shape"]: [s["candidate"][k] for k in ("median", "ci_low", "ci_high")]
                 for s in verdict["shapes"] if s.get("candidate")}
 
+    def beside(load: str) -> dict:
+        log = (work / f"neighbours-{load}.log").open("w")
+        if load == "batch":
+            busy_env = {**path_env(warm or work / "cache-neighbours"),
+                        **({"CUDA_VISIBLE_DEVICES": ",".join(map(str, others))} if gpu else {})}
+            procs = [subprocess.Popen([sys.executable, "-m", "rooftop", "batch", str(work / "candidates.jsonl"),
+                                       "--device", args.device, "--shapes", args.isolation_shapes, "--workers",
+                                       str(gpus - 1), "--builders", str(args.builders), "--json", "--db",
+                                       str(work / "neighbours.db")], env=busy_env, cwd=ROOT,
+                                      stdout=subprocess.DEVNULL, stderr=log)]
+        else:
+            procs = [subprocess.Popen([sys.executable, "-c", GEMM_LOAD], stdout=subprocess.DEVNULL, stderr=log,
+                                      env={**os.environ, "CUDA_VISIBLE_DEVICES": str(i)}) for i in others]
+        try:
+            # the batch's workers and builders start torch first (tens of seconds beside 40 builders)
+            busy_after = wait_until_busy(others, 180) if gpu else None
+            with UtilizationSampler(list(range(gpus)) if gpu else []) as sampler:
+                time.sleep(5)
+                times = timed(f"beside-{load}")
+        finally:
+            still_running = all(p.poll() is None for p in procs)
+            for p in procs:
+                p.kill()
+                p.wait()
+            log.close()
+        return {"times": times, "neighbours_busy_after_s": busy_after, "neighbours_ran_throughout": still_running,
+                "busy_share_per_gpu": sampler.shares()}
+
     alone = timed("alone")
-    others = ",".join(str(i) for i in range(1, gpus))
-    busy_env = {**path_env(warm or work / "cache-neighbours"), **({"CUDA_VISIBLE_DEVICES": others} if gpu else {})}
-    neighbours = subprocess.Popen([sys.executable, "-m", "rooftop", "batch", str(work / "candidates.jsonl"),
-                                   "--device", args.device, "--shapes", args.isolation_shapes, "--workers",
-                                   str(gpus - 1), "--builders", str(args.builders), "--json", "--db",
-                                   str(work / "neighbours.db")], env=busy_env, cwd=ROOT,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    with UtilizationSampler(list(range(gpus)) if gpu else []) as sampler:
-        time.sleep(20 if warm else 60)  # the neighbours are past their start and timing
-        beside = timed("beside")
-    still_running = neighbours.poll() is None
-    neighbours.kill()
-    neighbours.wait()
+    loads = {load: beside(load) for load in args.isolation_loads if gpu or load == "batch"}
     again = timed("alone-again")
-    out = {}
-    for shape in alone:
-        (median, low, high), med, med2 = alone[shape], beside[shape][0], again[shape][0]
-        out[shape] = {"alone_us": median * 1e6, "alone_interval_us": [low * 1e6, high * 1e6],
-                      "beside_us": med * 1e6, "beside_within": low <= med <= high,
-                      "beside_relative": med / median - 1,
-                      "alone_again_us": med2 * 1e6, "alone_again_within": low <= med2 <= high,
-                      "alone_again_relative": med2 / median - 1}
+    shapes: dict[str, dict] = {}
+    for shape, (median, low, high) in alone.items():
+        row = shapes[shape] = {"alone_us": median * 1e6, "alone_interval_us": [low * 1e6, high * 1e6]}
+        for label, med in [*((f"beside_{k}", v["times"][shape][0]) for k, v in loads.items()),
+                           ("alone_again", again[shape][0])]:
+            row |= {f"{label}_us": med * 1e6, f"{label}_within": low <= med <= high,
+                    f"{label}_relative": med / median - 1}
     return {"candidate": probe.name, "shapes_group": args.isolation_shapes, "neighbour_gpus": others,
-            "neighbours_busy_share": sampler.shares(), "neighbours_ran_throughout": still_running, "shapes": out}
+            "loads": {k: {n: x for n, x in v.items() if n != "times"} for k, v in loads.items()}, "shapes": shapes}
 
 
 def main() -> None:
@@ -228,9 +304,16 @@ def main() -> None:
     parser.add_argument("--isolation", action="store_true", help="time one candidate alone and beside the batch")
     parser.add_argument("--isolation-shapes", default="visible",
                         help="the shapes the isolation probe and its neighbours run (default visible)")
+    parser.add_argument("--isolation-loads", default="batch,gemm", type=lambda t: [x for x in t.split(",") if x],
+                        help="the neighbours' loads, in order: batch, gemm or both (default batch,gemm)")
+    parser.add_argument("--isolation-only", action="store_true", help="skip the configurations; only --isolation")
     parser.add_argument("--work", type=Path, help="keep candidates and results here, to add configurations later")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args()
+    if not args.isolation_loads or set(args.isolation_loads) - {"batch", "gemm"}:
+        parser.error(f"--isolation-loads: expected batch, gemm or batch,gemm, got {','.join(args.isolation_loads)!r}")
+    if args.isolation_only and not args.isolation:
+        parser.error("--isolation-only: give --isolation too")
     try:
         configs = [parse_config(c.strip()) for c in args.configs.split(",") if c.strip()]
     except argparse.ArgumentTypeError as exc:
@@ -261,7 +344,7 @@ def main() -> None:
     report: dict = {"device": name, "torch": torch.__version__,
                     "date": time.strftime("%Y-%m-%d"), "count": args.count, "shapes": args.shapes, "runs": []}
     base: dict | None = earlier[0] if earlier else None
-    for i, (gpus, workers) in enumerate(configs, first):
+    for i, (gpus, workers) in enumerate([] if args.isolation_only else configs, first):
         run = run_config(candidates, gpus, workers, args, work, i)
         (work / "runs" / f"{i:02d}.json").write_text(json.dumps(run))
         base = base or run
@@ -277,6 +360,9 @@ def main() -> None:
               f"{run['with_verdict']}/{run['candidates']} verdicts, {run['waited_for_gpu']} waited for a GPU, "
               f"builds on the GPUs {run['device_build_s']:.1f} s ({run['compiled_on_device']} compiled there)",
               flush=True)
+        for device, parts in run["timeline"].items():
+            print(f"          {device}: " + ", ".join(f"{k.removesuffix('_s').replace('_', ' ')} {v:.1f} s"
+                                                     for k, v in parts.items()), flush=True)
         if summary["against_first"]:
             diff = summary["against_first"]
             spread = (f"; medians differ by {diff['median_relative_difference']:.1%} (median), "
