@@ -116,6 +116,23 @@ def test_more_device_workers_than_gpus_share_them_in_turn(monkeypatch):
         batch.device_count("cuda", 2, backend="ray")
 
 
+def test_device_workers_get_the_gpus_this_process_was_given_not_the_hosts_first(monkeypatch):
+    from rooftop.service.local import plan_slots
+
+    def gpus_of(visible: str | None, devices: int, gpus: int) -> list[str]:
+        if visible is None:
+            monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        else:
+            monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+        return [s.env["CUDA_VISIBLE_DEVICES"] for s in plan_slots("cuda", devices, 1, gpus=gpus) if s.role == "device"]
+
+    assert gpus_of("1", 1, 1) == ["1"]  # was "0": the host's first GPU, another user's
+    assert gpus_of("2,3", 3, 2) == ["2", "3", "2"]
+    assert gpus_of("GPU-aa, GPU-bb", 2, 2) == ["GPU-aa", "GPU-bb"]
+    assert gpus_of(None, 2, 2) == ["0", "1"]
+    assert [s.name for s in plan_slots("cuda", 2, 1, gpus=2) if s.role == "device"] == ["cuda:0", "cuda:1"]
+
+
 def test_each_gpu_worker_gets_a_core_for_itself_its_child_and_each_child_started_ahead(monkeypatch):
     from rooftop.service import local
     from rooftop.service.worker import AHEAD

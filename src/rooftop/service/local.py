@@ -45,6 +45,15 @@ def default_builders(device: DeviceType, devices: int) -> int:
     return max(1, min(spare, host_memory_bytes() // BUILD_MEMORY, MAX_BUILDERS))
 
 
+def visible_gpu(index: int) -> str:
+    """What a worker's CUDA_VISIBLE_DEVICES must say for this process's GPU `index`: the index-th
+    entry of our own CUDA_VISIBLE_DEVICES when it is set (an index or a UUID), so that a batch run
+    with CUDA_VISIBLE_DEVICES=1 puts its worker on the host's GPU 1, not on GPU 0 beside whatever
+    runs there; the index itself when it is not."""
+    listed = [entry.strip() for entry in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if entry.strip()]
+    return listed[index] if index < len(listed) else str(index)
+
+
 def plan_slots(device: DeviceType, devices: int, builders: int, gpus: int = 0) -> list[Slot]:
     """Device workers first, each on cores of its own where there are enough; builders on the rest.
     On `gpus` GPUs, device worker i gets GPU i modulo their number (more workers than GPUs share)."""
@@ -54,7 +63,7 @@ def plan_slots(device: DeviceType, devices: int, builders: int, gpus: int = 0) -
     slots = []
     for i in range(devices):
         turn, gpu = divmod(i, gpus or devices)
-        env = {"CUDA_VISIBLE_DEVICES": str(gpu)} if device == "cuda" else {}
+        env = {"CUDA_VISIBLE_DEVICES": visible_gpu(gpu)} if device == "cuda" else {}
         own = cores[i * per:(i + 1) * per] if split else []
         # a GPU's second worker is cuda:0.1, so a job's `device` names its GPU
         name = f"{device}:{gpu}" + (f".{turn}" if turn else "") if device == "cuda" else f"{device}:{i}"
