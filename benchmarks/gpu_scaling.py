@@ -223,6 +223,15 @@ def wait_until_busy(indices: list[int], seconds: float) -> float | None:
     return None
 
 
+def job_states(db: Path) -> dict[str, int]:
+    """How many of a batch's jobs are in each state (a load that never reached its GPU: where they stand)."""
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+            return dict(con.execute("SELECT state, count(*) FROM jobs GROUP BY state").fetchall())
+    except sqlite3.Error:
+        return {}
+
+
 def isolation(candidates: list[Candidate], gpus: int, args: argparse.Namespace, work: Path,
               warm: Path | None) -> dict:
     """One correct candidate timed on GPU 0 alone, then while GPUs 1.. run the batch, then while they
@@ -265,6 +274,9 @@ def isolation(candidates: list[Candidate], gpus: int, args: argparse.Namespace, 
         try:
             # the batch's workers and builders start torch first (tens of seconds beside 40 builders)
             busy_after = wait_until_busy(others, 180) if gpu else None
+            if gpu and busy_after is None:
+                print(f"isolation: the {load} load never showed on GPUs {others} in 180 s; its jobs: "
+                      f"{job_states(work / 'neighbours.db') if load == 'batch' else '-'}", flush=True)
             with UtilizationSampler(list(range(gpus)) if gpu else []) as sampler:
                 time.sleep(5)
                 times = timed(f"beside-{load}")
@@ -275,7 +287,8 @@ def isolation(candidates: list[Candidate], gpus: int, args: argparse.Namespace, 
                 p.wait()
             log.close()
         return {"times": times, "neighbours_busy_after_s": busy_after, "neighbours_ran_throughout": still_running,
-                "busy_share_per_gpu": sampler.shares()}
+                "busy_share_per_gpu": sampler.shares(), **({"neighbour_jobs": job_states(work / "neighbours.db")}
+                                                           if load == "batch" else {})}
 
     alone = timed("alone")
     loads = {load: beside(load) for load in args.isolation_loads if gpu or load == "batch"}
