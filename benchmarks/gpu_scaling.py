@@ -40,8 +40,8 @@ the same DIR (and `--count`) makes the same candidates and is compared against t
 configuration ever run there, so configurations can be spread over several commands.
 
     python benchmarks/gpu_scaling.py [--configs 1,2,4] [--count 100] [--shapes tiny] [--timeout 60]
-                                     [--backend local|ray] [--isolation] [--work DIR] [--json out.json]
-                                     [--device cuda|cpu]
+                                     [--backend local|ray] [--isolation [--isolation-loads batch,gemm]
+                                     [--isolation-only]] [--work DIR] [--json out.json] [--device cuda|cpu]
 """
 
 from __future__ import annotations
@@ -314,7 +314,8 @@ def main() -> None:
     parser.add_argument("--backend", choices=("local", "ray"), default="local")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                         help="cpu: CPU device workers stand for the GPUs, to try the script on a machine without one")
-    parser.add_argument("--isolation", action="store_true", help="time one candidate alone and beside the batch")
+    parser.add_argument("--isolation", action="store_true",
+                        help="time one candidate alone and beside loads on the other GPUs")
     parser.add_argument("--isolation-shapes", default="visible",
                         help="the shapes the isolation probe and its neighbours run (default visible)")
     parser.add_argument("--isolation-loads", default="batch,gemm", type=lambda t: [x for x in t.split(",") if x],
