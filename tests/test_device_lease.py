@@ -106,6 +106,7 @@ def test_more_device_workers_than_gpus_share_them_in_turn(monkeypatch):
     from rooftop.service import batch
     from rooftop.service.local import plan_slots
 
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # the host's GPUs, as a GPU test run may narrow them
     slots = [s for s in plan_slots("cuda", 3, 1, gpus=2) if s.role == "device"]
     assert [s.env["CUDA_VISIBLE_DEVICES"] for s in slots] == ["0", "1", "0"]
     assert [s.name for s in slots] == ["cuda:0", "cuda:1", "cuda:0.1"]
@@ -130,6 +131,7 @@ def test_device_workers_get_the_gpus_this_process_was_given_not_the_hosts_first(
     assert gpus_of("2,3", 3, 2) == ["2", "3", "2"]
     assert gpus_of("GPU-aa, GPU-bb", 2, 2) == ["GPU-aa", "GPU-bb"]
     assert gpus_of(None, 2, 2) == ["0", "1"]
+    assert gpus_of("3", 2, 0) == ["3", "3"]  # never a GPU outside the list
     assert [s.name for s in plan_slots("cuda", 2, 1, gpus=2) if s.role == "device"] == ["cuda:0", "cuda:1"]
 
 

@@ -49,9 +49,9 @@ def visible_gpu(index: int) -> str:
     """What a worker's CUDA_VISIBLE_DEVICES must say for this process's GPU `index`: the index-th
     entry of our own CUDA_VISIBLE_DEVICES when it is set (an index or a UUID), so that a batch run
     with CUDA_VISIBLE_DEVICES=1 puts its worker on the host's GPU 1, not on GPU 0 beside whatever
-    runs there; the index itself when it is not."""
+    runs there (never one outside that list); the index itself when it is not set."""
     listed = [entry.strip() for entry in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if entry.strip()]
-    return listed[index] if index < len(listed) else str(index)
+    return listed[index % len(listed)] if listed else str(index)
 
 
 def plan_slots(device: DeviceType, devices: int, builders: int, gpus: int = 0) -> list[Slot]:
