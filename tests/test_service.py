@@ -378,3 +378,17 @@ def test_a_ray_device_worker_holding_several_jobs_runs_each_once(queue, monkeypa
     assert [j.state for j in jobs] == [JobState.done] * 3 and all(j.attempts == 1 for j in jobs)
     assert [j.status for j in jobs] == ["correct"] * 3 and {j.device for j in jobs} == {"cpu:0"}
     assert ahead == [0, 1, 0]
+
+
+def test_a_local_ray_instance_keeps_a_gpu_actors_cores_from_the_builds(monkeypatch):
+    """As the local backend sets cores apart for each GPU worker, a GPU actor on a local Ray
+    instance holds as many, so Ray runs builds only on the cores left; not on a CPU, not on a
+    cluster (its nodes may have fewer cores per GPU), nor where the host has too few cores."""
+    from rooftop.service import ray_backend
+    from rooftop.service.local import cores_per_device
+    from rooftop.service.ray_backend import actor_cpus
+
+    monkeypatch.setattr(ray_backend, "usable_cores", lambda: 32)
+    assert actor_cpus("cuda", 2, None) == cores_per_device("cuda")
+    assert actor_cpus("cuda", 2, "ray://head:10001") is None and actor_cpus("cpu", 2, None) is None
+    assert actor_cpus("cuda", 8, None) is None  # 8 GPUs on 32 cores: not 5 each and a builder

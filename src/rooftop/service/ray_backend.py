@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from rooftop.build.jit import usable_cores
 from rooftop.errors import UserError
 from rooftop.pipeline.job import DeviceType
+from rooftop.service.local import cores_per_device
 from rooftop.service.orchestrator import Orchestrator, Slot
 from rooftop.service.queue import JobQueue
 from rooftop.service.worker import AHEAD, Hello, Task, jobs_held
@@ -57,8 +59,20 @@ def build(message: str) -> str:
     return build_task(Task.model_validate_json(message)).model_dump_json()
 
 
+def actor_cpus(device: DeviceType, devices: int, address: str | None) -> int | None:
+    """Cores a GPU actor holds for its life on a local instance: as many as a local GPU worker is
+    set apart (its trusted side, its child and the children it starts ahead), where the host has
+    them for every GPU and a builder besides, so that Ray runs no more builds at once than the
+    cores left beside the timings (Ray counts cores; it does not pin them). None (Ray's default)
+    on a CPU or a cluster, whose nodes may have fewer cores per GPU."""
+    if device != "cuda" or address is not None:
+        return None
+    per = cores_per_device(device)
+    return per if usable_cores() >= devices * per + 1 else None
+
+
 class RayTransport:
-    def __init__(self, address: str | None, cpus: int | None = None) -> None:
+    def __init__(self, address: str | None, cpus: int | None = None, device_cpus: int | None = None) -> None:
         ray = self.ray = _ray()
         self._started_here = not ray.is_initialized()
         if self._started_here:
@@ -73,13 +87,15 @@ class RayTransport:
         self._pending: dict[Any, Slot] = {}
         self._held: dict[str, list[str]] = {}  # a device worker's tasks after the one it runs, in order
         self._said: list[tuple[Slot, str | None, str]] = []
+        self._device_cpus = device_cpus
 
     def start(self, slot: Slot) -> None:
         if slot.role == "build":
             slot.handle = "build"
             self._said.append((slot, Hello().model_dump_json(), ""))  # a task per build: nothing to wait for
             return
-        resources = {"num_gpus": 1} if slot.device == "cuda" else {"num_cpus": 1}
+        resources = ({"num_gpus": 1} | ({"num_cpus": self._device_cpus} if self._device_cpus else {})
+                     if slot.device == "cuda" else {"num_cpus": 1})
         actor = self._actor.options(**resources, max_concurrency=1).remote(slot.device)
         slot.handle = actor
         self._pending[actor.hello.remote()] = slot
@@ -140,6 +156,8 @@ def ray_orchestrator(queue: JobQueue, device: DeviceType, devices: int = 1, buil
                      address: str | None = None, recycle_after: int = 200) -> Orchestrator:
     slots = [Slot(name=f"{device}:{i}", role="device", device=device, depth=jobs_held(device)) for i in range(devices)]
     slots += [Slot(name=f"build:{i}", role="build", device=device) for i in range(builders)]
-    # a local instance gets exactly the cores its workers ask for
-    return Orchestrator(queue, slots, RayTransport(address, cpus=None if device == "cuda" else devices + builders),
-                        recycle_after)
+    # a local instance gets exactly the cores its workers ask for on a CPU, and on a GPU host the
+    # cores this process may use (the count actor_cpus judged by)
+    transport = RayTransport(address, cpus=usable_cores() if device == "cuda" else devices + builders,
+                             device_cpus=actor_cpus(device, devices, address))
+    return Orchestrator(queue, slots, transport, recycle_after)
