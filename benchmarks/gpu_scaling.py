@@ -126,6 +126,8 @@ def run_config(candidates: list[Candidate], gpus: int, workers: int, args: argpa
     with sqlite3.connect(db) as con:
         verdicts = {i: json.loads(text) for i, text in con.execute(
             f"SELECT id, verdict_json FROM evaluations WHERE id IN ({','.join('?' * len(ids))})", ids)} if ids else {}
+        handled = con.execute("SELECT device, built_at, run_wait_s, updated_at, evaluation_id FROM jobs "
+                              "WHERE device IS NOT NULL AND run_wait_s IS NOT NULL").fetchall()
     rows, busy, held = [], dict[str, float](), dict[str, float]()
     for c in candidates:
         job = jobs[str(c.path)]
@@ -145,9 +147,6 @@ def run_config(candidates: list[Candidate], gpus: int, workers: int, args: argpa
                      "device_build_s": device_build,
                      "compiled_on_device": bool(job["device"] and build and build.get("cached") is False)})
     done = sum(1 for r in rows if not r["status"].startswith("no verdict"))
-    with sqlite3.connect(db) as con:
-        handled = con.execute("SELECT device, built_at, run_wait_s, updated_at, evaluation_id FROM jobs "
-                              "WHERE device IS NOT NULL AND run_wait_s IS NOT NULL").fetchall()
     timeline = worker_timeline([(device, built + waited, datetime.fromisoformat(ended).timestamp() - started_at,
                                  (verdicts.get(ident) or {}).get("wall_seconds", 0.0))
                                 for device, built, waited, ended, ident in handled], started_at, wall)

@@ -30,6 +30,11 @@ def cores_per_device(device: DeviceType) -> int:
     return 2 + AHEAD if device == "cuda" else 4
 
 
+def cores_set_apart(device: DeviceType, devices: int, cores: int) -> bool:
+    """Whether `cores` give every device worker its own (cores_per_device) and a builder one besides."""
+    return cores >= devices * cores_per_device(device) + 1
+
+
 BUILD_MEMORY = 2 << 30  # a build worker's share of the host's memory: nvcc on torch's headers peaks near 1.5 GB
 MAX_BUILDERS = 64
 
@@ -59,7 +64,7 @@ def plan_slots(device: DeviceType, devices: int, builders: int, gpus: int = 0) -
     On `gpus` GPUs, device worker i gets GPU i modulo their number (more workers than GPUs share)."""
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     per = cores_per_device(device)
-    split = len(cores) >= devices * per + 1
+    split = cores_set_apart(device, devices, len(cores))
     slots = []
     for i in range(devices):
         turn, gpu = divmod(i, gpus or devices)

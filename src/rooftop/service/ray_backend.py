@@ -16,7 +16,7 @@ from typing import Any
 from rooftop.build.jit import usable_cores
 from rooftop.errors import UserError
 from rooftop.pipeline.job import DeviceType
-from rooftop.service.local import cores_per_device
+from rooftop.service.local import cores_per_device, cores_set_apart
 from rooftop.service.orchestrator import Orchestrator, Slot
 from rooftop.service.queue import JobQueue
 from rooftop.service.worker import AHEAD, Hello, Task, jobs_held
@@ -67,8 +67,7 @@ def actor_cpus(device: DeviceType, devices: int, address: str | None) -> int | N
     on a CPU or a cluster, whose nodes may have fewer cores per GPU."""
     if device != "cuda" or address is not None:
         return None
-    per = cores_per_device(device)
-    return per if usable_cores() >= devices * per + 1 else None
+    return cores_per_device(device) if cores_set_apart(device, devices, usable_cores()) else None
 
 
 class RayTransport:
