@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 
@@ -155,3 +156,22 @@ def test_on_a_cpu_the_wall_floor_rejects_only_what_a_quiet_machine_timed(monkeyp
     timing.time_shape(ev, Shape(name="s", params={}), result, None, False)
     assert result.flags == ["contention"]
     assert ev.verdict.warnings[0].startswith("[contention]") and ev.verdict.warnings[1].startswith(breach)
+
+
+def test_a_cuda_error_is_reported_with_the_driver_s_words_for_it():
+    """`CUDA error 700` alone says little; the driver's string says an illegal memory access."""
+    from rooftop.integrity.seal import SealedTimer
+
+    timer = SealedTimer.__new__(SealedTimer)
+    timer._error_string = None  # no driver here: the code alone
+    assert timer._cuda_error(700) == "CUDA error 700"
+
+    def error_string(code: int, text: Any) -> int:
+        if code != 700:
+            return 1  # CUDA_ERROR_INVALID_VALUE: a code the driver does not know
+        text._obj.value = b"an illegal memory access was encountered"  # byref(c_char_p)
+        return 0
+
+    timer._error_string = error_string
+    assert timer._cuda_error(700) == "CUDA error 700: an illegal memory access was encountered"
+    assert timer._cuda_error(12345) == "CUDA error 12345"

@@ -110,29 +110,43 @@ class SealedTimer:
         self.lib.rt_state.restype = ctypes.c_void_p
         self.cuda = False
         self.tracing = False
+        self._error_string: Any = None
 
     def init_cuda(self, flush_bytes: int, flush_blocks: int) -> None:
         rc = self.lib.rt_cuda_init(flush_bytes, flush_blocks)
         if rc != 0:
             raise SealError(f"the sealed timer's CUDA setup failed (code {rc})")
         self.cuda = True
+        try:  # the driver's own words for a code, looked up now: before the seal, and before any fault
+            self._error_string = ctypes.CDLL("libcuda.so.1").cuGetErrorString
+            self._error_string.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+            self._error_string.restype = ctypes.c_int
+        except (OSError, AttributeError):
+            self._error_string = None
+
+    def _cuda_error(self, code: int) -> str:
+        """`CUDA error 700: an illegal memory access was encountered`: the code and what it means."""
+        text = ctypes.c_char_p()
+        if self._error_string is not None and self._error_string(code, ctypes.byref(text)) == 0 and text.value:
+            return f"CUDA error {code}: {text.value.decode(errors='replace')}"
+        return f"CUDA error {code}"
 
     def cuda_begin(self, stream: int, hold_cycles: int) -> None:
         rc = self.lib.rt_cuda_begin(stream, hold_cycles)
         if rc != 0:
-            raise RuntimeError(f"the sealed timer could not start a timed call (CUDA error {rc})")
+            raise RuntimeError(f"the sealed timer could not start a timed call ({self._cuda_error(rc)})")
 
     def cuda_end(self, stream: int) -> float:
         seconds = self.lib.rt_cuda_end(stream)
         if seconds < 0:
-            raise RuntimeError(f"the sealed timer could not end a timed call (CUDA error {int(-seconds)})")
+            raise RuntimeError(f"the sealed timer could not end a timed call ({self._cuda_error(int(-seconds))})")
         return float(seconds)
 
     def cuda_close(self, stream: int) -> None:
         """After a call: wait for all its work, then mark its end for the tracer on `stream`."""
         rc = self.lib.rt_cuda_close(stream)
         if rc != 0:
-            raise RuntimeError(f"the sealed timer could not close a call (CUDA error {rc})")
+            raise RuntimeError(f"the sealed timer could not close a call ({self._cuda_error(rc)})")
 
     def init_trace(self, cupti_library: str) -> None:
         """Attach CUPTI's kernel records through the library's own callbacks, on from now on."""

@@ -71,7 +71,8 @@ class Transport(Protocol):
     def poll(self, slots: list[Slot], timeout: float) -> list[tuple[Slot, str | None, str]]:
         """Messages that arrived (JSON), and workers found gone (None, with why)."""
 
-    def stop(self, slot: Slot) -> None: ...
+    def stop(self, slots: list[Slot]) -> None:
+        """Stop these workers; their jobs were released already."""
 
     def close(self) -> None: ...
 
@@ -136,11 +137,11 @@ class Orchestrator:
                 for index, job in enumerate(slot.jobs):  # those waiting behind the first never started
                     self.queue.release(job.id, started=index == 0)
                 slot.jobs = []
-                self.transport.stop(slot)
+            self.transport.stop(self.slots)
             self.transport.close()
 
     def _restart(self, slot: Slot) -> None:
-        self.transport.stop(slot)
+        self.transport.stop([slot])
         for job in slot.jobs:  # held behind the one that ended, never begun: back to the queue
             self.queue.release(job.id, started=False)
         slot.ready, slot.jobs, slot.stage, slot.evaluations, slot.target = False, [], "", 0, None

@@ -135,16 +135,17 @@ class RayTransport:
                 self._run(slot, self._held[slot.name].pop(0))
         return said
 
-    def stop(self, slot: Slot) -> None:
-        self._held.pop(slot.name, None)
-        for ref in [r for r, s in self._pending.items() if s is slot]:
-            del self._pending[ref]
-        if slot.role == "device" and slot.handle is not None:
-            try:
-                self.ray.kill(slot.handle)
-            except Exception:  # noqa: BLE001  (already gone)
-                pass
-        slot.handle = None
+    def stop(self, slots: list[Slot]) -> None:
+        for slot in slots:
+            self._held.pop(slot.name, None)
+            for ref in [r for r, s in self._pending.items() if s is slot]:
+                del self._pending[ref]
+            if slot.role == "device" and slot.handle is not None:
+                try:
+                    self.ray.kill(slot.handle)  # asynchronous: the actors go down together
+                except Exception:  # noqa: BLE001  (already gone)
+                    pass
+            slot.handle = None
 
     def close(self) -> None:
         if self._started_here:
