@@ -129,6 +129,7 @@ def run_config(candidates: list[Candidate], gpus: int, workers: int, args: argpa
         handled = con.execute("SELECT device, built_at, run_wait_s, updated_at, evaluation_id FROM jobs "
                               "WHERE device IS NOT NULL AND run_wait_s IS NOT NULL").fetchall()
     rows, busy, held = [], dict[str, float](), dict[str, float]()
+    phases: dict[str, dict[str, float]] = {}  # per device: seconds in each phase of its verdicts, summed
     for c in candidates:
         job = jobs[str(c.path)]
         verdict = verdicts.get(job["evaluation_id"]) or {}
@@ -136,6 +137,9 @@ def run_config(candidates: list[Candidate], gpus: int, workers: int, args: argpa
             busy[job["device"]] = busy.get(job["device"], 0.0) + sum(verdict.get("phases", {}).get(g, 0.0)
                                                                       for g in BUSY_GATES)
             held[job["device"]] = held.get(job["device"], 0.0) + verdict.get("wall_seconds", 0.0)
+            mine = phases.setdefault(job["device"], {})
+            for phase, seconds in verdict.get("phases", {}).items():
+                mine[phase] = mine.get(phase, 0.0) + seconds
         times = {s["shape"]: [s["candidate"][k] for k in ("median", "ci_low", "ci_high")]
                  for s in verdict.get("shapes", []) if s.get("candidate") and s["candidate"].get("samples")}
         build = next((g for g in verdict.get("gates", []) if g.get("gate") == "build"), None)
@@ -156,7 +160,8 @@ def run_config(candidates: list[Candidate], gpus: int, workers: int, args: argpa
             "evaluating_share": {d: s / wall for d, s in sorted(held.items())},
             "waited_for_gpu": sum(1 for r in rows if r["device_wait_s"] > 0),
             "device_build_s": sum(r["device_build_s"] for r in rows),
-            "compiled_on_device": sum(1 for r in rows if r["compiled_on_device"]), "timeline": timeline, "rows": rows}
+            "compiled_on_device": sum(1 for r in rows if r["compiled_on_device"]), "timeline": timeline,
+            "verdict_phases_s": {d: dict(sorted(p.items())) for d, p in sorted(phases.items())}, "rows": rows}
 
 
 def worker_timeline(jobs: list[tuple[str, float, float, float]], started_at: float, wall: float) -> dict[str, dict]:
@@ -376,6 +381,8 @@ def main() -> None:
         for device, parts in run["timeline"].items():
             print(f"          {device}: " + ", ".join(f"{k.removesuffix('_s').replace('_', ' ')} {v:.1f} s"
                                                      for k, v in parts.items()), flush=True)
+            print("            in verdicts: " + ", ".join(f"{k} {v:.1f} s" for k, v in
+                                                          run["verdict_phases_s"].get(device, {}).items()), flush=True)
         if summary["against_first"]:
             diff = summary["against_first"]
             spread = (f"; medians differ by {diff['median_relative_difference']:.1%} (median), "
