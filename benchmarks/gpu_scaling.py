@@ -19,6 +19,8 @@ For each configuration the report gives:
 - where each device worker's wall went, from the queue's records: before its first job, inside
   verdicts, holding a job outside its verdict (its own steps between evaluations), with no job
   ready (builds behind), after its last verdict;
+- each device's seconds in every phase of its verdicts, summed, to tell which step grows with
+  the number of GPUs;
 - the seconds the device workers' children spent building and importing, and how many compiled rather
   than importing what the build pool had built (each is GPU-worker time a build should not take);
 - whether every candidate got the same status as in the first configuration, and whether each
@@ -128,14 +130,12 @@ def run_config(candidates: list[Candidate], gpus: int, workers: int, args: argpa
             f"SELECT id, verdict_json FROM evaluations WHERE id IN ({','.join('?' * len(ids))})", ids)} if ids else {}
         handled = con.execute("SELECT device, built_at, run_wait_s, updated_at, evaluation_id FROM jobs "
                               "WHERE device IS NOT NULL AND run_wait_s IS NOT NULL").fetchall()
-    rows, busy, held = [], dict[str, float](), dict[str, float]()
+    rows, held = [], dict[str, float]()
     phases: dict[str, dict[str, float]] = {}  # per device: seconds in each phase of its verdicts, summed
     for c in candidates:
         job = jobs[str(c.path)]
         verdict = verdicts.get(job["evaluation_id"]) or {}
         if job["device"] is not None and verdict:
-            busy[job["device"]] = busy.get(job["device"], 0.0) + sum(verdict.get("phases", {}).get(g, 0.0)
-                                                                      for g in BUSY_GATES)
             held[job["device"]] = held.get(job["device"], 0.0) + verdict.get("wall_seconds", 0.0)
             mine = phases.setdefault(job["device"], {})
             for phase, seconds in verdict.get("phases", {}).items():
@@ -156,7 +156,8 @@ def run_config(candidates: list[Candidate], gpus: int, workers: int, args: argpa
                                 for device, built, waited, ended, ident in handled], started_at, wall)
     return {"name": name, "gpus": gpus, "workers": workers, "backend": args.backend, "wall_s": wall,
             "candidates": len(rows), "with_verdict": done, "candidates_per_hour": 3600 * len(rows) / wall,
-            "nvml_busy_share": sampler.shares(), "gate_busy_share": {d: s / wall for d, s in sorted(busy.items())},
+            "nvml_busy_share": sampler.shares(), "gate_busy_share": {d: sum(p.get(g, 0.0) for g in BUSY_GATES) / wall
+                                                                  for d, p in sorted(phases.items())},
             "evaluating_share": {d: s / wall for d, s in sorted(held.items())},
             "waited_for_gpu": sum(1 for r in rows if r["device_wait_s"] > 0),
             "device_build_s": sum(r["device_build_s"] for r in rows),
