@@ -103,13 +103,16 @@ class SealedTimer:
         self.lib.rt_trace_init.argtypes = [ctypes.c_char_p]
         self.lib.rt_trace_init.restype = ctypes.c_int
         self.lib.rt_trace_flush.restype = ctypes.c_int
+        self.lib.rt_trace_enable.argtypes = [ctypes.c_int]
+        self.lib.rt_trace_enable.restype = ctypes.c_int
         self.lib.rt_trace_take.argtypes = [ctypes.POINTER(TraceRecord), ctypes.c_long, ctypes.POINTER(ctypes.c_uint64)]
         self.lib.rt_trace_take.restype = ctypes.c_long
         self.lib.rt_cpu_time.argtypes = [CPU_CALL]
         self.lib.rt_cpu_time.restype = ctypes.c_double
         self.lib.rt_state.restype = ctypes.c_void_p
         self.cuda = False
-        self.tracing = False
+        self.tracing = False  # the tracer is attached
+        self.recording = False  # ... and its kernel records are on (a trusted copy turns them off and on)
         self._error_string: Any = None
 
     def init_cuda(self, flush_bytes: int, flush_blocks: int) -> None:
@@ -153,7 +156,16 @@ class SealedTimer:
         rc = self.lib.rt_trace_init(cupti_library.encode())
         if rc != 0:
             raise SealError(f"the kernel tracer could not attach CUPTI ({cupti_library}): code {rc}")
-        self.tracing = True
+        self.tracing = self.recording = True
+
+    def record(self, on: bool) -> None:
+        """Turn the attached tracer's kernel records on or off (a trusted process's copy only)."""
+        if on == self.recording:
+            return
+        rc = self.lib.rt_trace_enable(int(on))
+        if rc != 0:
+            raise RuntimeError(f"turning CUPTI's kernel records {'on' if on else 'off'} failed (code {rc})")
+        self.recording = on
 
     def take_trace(self) -> tuple[list[TraceRecord], int]:
         """Every kernel record since the last take (CUPTI flushed first), and the records lost so far."""
@@ -187,6 +199,67 @@ class SealedTimer:
         if failure:
             raise failure[0]
         return float(seconds)
+
+
+def setup_cuda(timer: SealedTimer, traced: bool) -> str:
+    """The timer's device state on the current CUDA device (a flush buffer twice the L2, the harness's
+    kernels, the event pair) and, when `traced`, the kernel tracer: why it is not attached, or "".
+    The child and the trusted side set theirs up here alike."""
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    l2 = int(getattr(props, "L2_cache_size", 0)) or 64 << 20
+    timer.init_cuda(2 * l2, 4 * props.multi_processor_count)
+    if not traced:
+        return "the job asked for no tracing"
+    from rooftop.integrity.cupti import library_path as cupti_library
+
+    path = cupti_library()
+    if path is None:
+        return "no CUPTI library (libcupti) was found"
+    try:
+        timer.init_trace(path)
+    except SealError as exc:
+        return str(exc)
+    return ""
+
+
+# -- the trusted side's copy ------------------------------------------------------------------
+_in_child = False
+_trusted: tuple[int, SealedTimer | None, str] | None = None  # (device index, timer, why none)
+
+
+def mark_child() -> None:
+    """This process is an evaluation child: its timer is the sealed one or none, never a trusted copy."""
+    global _in_child
+    _in_child = True
+
+
+def trusted_timer(index: int) -> tuple[SealedTimer | None, str]:
+    """The timer library in a trusted process (the evaluating side, baselines), loaded unsealed on
+    CUDA device `index` with the kernel tracer attached: the flush, the spin, the opening kernel,
+    the event pair and CUPTI's kernel records of a candidate's timed call, on the reference's too.
+    CUPTI's kernel records cost memory-bound kernels up to 5 % of their time on an H200 (the same
+    whether attached before or after their modules load), so a reference timed without them was
+    favoured by that much. Once per process, on one device; (None, why) where it cannot be had."""
+    global _trusted
+    if _in_child:
+        return None, "an evaluation child has only its sealed timer"
+    if _trusted is None:
+        import torch
+
+        timer: SealedTimer | None = None
+        try:
+            timer = SealedTimer(library_path())
+            with torch.cuda.device(index):
+                torch.empty(1, device=f"cuda:{index}")  # the context current here, where the timer's state is made
+                why = setup_cuda(timer, traced=True)
+        except (SealError, OSError) as exc:
+            timer, why = None, str(exc)
+        _trusted = (index, timer, why)
+    if _trusted[0] != index:
+        return None, f"this process's timer is set up on CUDA device {_trusted[0]}, not {index}"
+    return _trusted[1], _trusted[2]
 
 
 # -- sealing ----------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ typedef void (*buffer_completed)(CUcontext, uint32_t, uint8_t *, size_t, size_t)
 struct cupti {
     CUptiResult (*register_callbacks)(buffer_requested, buffer_completed);
     CUptiResult (*enable)(int);
+    CUptiResult (*disable)(int);
     CUptiResult (*flush_all)(uint32_t);
     CUptiResult (*next_record)(uint8_t *, size_t, void **);
 };
@@ -272,6 +273,7 @@ int rt_trace_init(const char *path) {
     struct cupti *ct = &st.cupti;
     ct->register_callbacks = resolve(lib, "cuptiActivityRegisterCallbacks", 0);
     ct->enable = resolve(lib, "cuptiActivityEnable", 0);
+    ct->disable = resolve(lib, "cuptiActivityDisable", 0);
     ct->flush_all = resolve(lib, "cuptiActivityFlushAll", 0);
     ct->next_record = resolve(lib, "cuptiActivityGetNextRecord", 0);
     if (!ct->register_callbacks || !ct->enable || !ct->flush_all || !ct->next_record) return -4;
@@ -287,6 +289,15 @@ int rt_trace_init(const char *path) {
     if ((rc = ct->enable(KIND_CONCURRENT_KERNEL))) return 2000 + rc;
     st.tracing = 1;
     return 0;
+}
+
+/* Turn the kernel records on (1) or off (0) after rt_trace_init: only the trusted side's copy of
+ * this library does, so that its timed calls carry the tracer exactly when the child's do (a child
+ * that turned its own off would lose the harness's marker kernels from its records). 0, or a code. */
+int rt_trace_enable(int on) {
+    if (st.tracing != 1) return -1;
+    if (!on && !st.cupti.disable) return -2;
+    return on ? st.cupti.enable(KIND_CONCURRENT_KERNEL) : st.cupti.disable(KIND_CONCURRENT_KERNEL);
 }
 
 /* Deliver every record CUPTI holds (0, or CUPTI's error code). */

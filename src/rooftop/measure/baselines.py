@@ -120,7 +120,7 @@ def time_baselines(problem: Problem, shapes: list[Shape], device: str, kinds: tu
     others = {kind: _imported(load, problem) for kind, load in (("sota", sota_module), ("starter", starter_module))
               if kind in kinds}
     policy = policy or TimingPolicy.for_device(device)
-    clock = clock_for(dev)
+    clock = clock_for(dev, traced=True)  # as a candidate's calls are timed (checks on): under the kernel tracer
     sm_clock = SmClock.open(dev)[0] if dev.type == "cuda" else None
     memory = device_memory(dev)
     seeds = random.Random(20261121)

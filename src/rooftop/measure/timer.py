@@ -78,8 +78,10 @@ class CudaEventClock:
     spin, and a synchronization waits for it, after which all the rest is timed.
 
     In the evaluation child the flush, the spin and the event pair are the sealed timer's
-    (integrity/seal.py: compiled, its pages out of the candidate's reach); the same steps through
-    torch remain for processes without one.
+    (integrity/seal.py: compiled, its pages out of the candidate's reach). The trusted side times
+    the reference with the same library, unsealed, and with CUPTI's kernel records on exactly when
+    the child's are (`traced`): they cost memory-bound kernels up to 5 %, which a reference timed
+    without them was spared. The same steps through torch remain for processes without either.
     """
 
     name = "cuda_event"
@@ -88,12 +90,12 @@ class CudaEventClock:
     HOLD_MARGIN = 1.5
     HOLD_WINDOW = 8  # calls whose queueing time sets the next spin
 
-    def __init__(self, device: Any) -> None:
+    def __init__(self, device: Any, timer: Any = None, traced: bool | None = None) -> None:
         import torch
 
         self._torch = torch
-        sealed = _sealed()
-        self._sealed = sealed if sealed is not None and sealed.cuda else None
+        self._sealed = timer if timer is not None and timer.cuda else None  # the compiled timer, if any
+        self._traced = traced  # a trusted copy's records are turned to this before each call (None: left)
         l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)) or 64 << 20
         self._flush = torch.zeros(2 * l2 if self._sealed is None else 16, dtype=torch.int8, device=device)
         self._sink = torch.empty((), dtype=torch.int8, device=device)
@@ -158,6 +160,8 @@ class CudaEventClock:
         assert self._sealed is not None
         stream = self._torch.cuda.current_stream().cuda_stream
         self.last_hold = self._hold_cycles / self._cycles_per_second
+        if self._traced is not None:
+            self._sealed.record(self._traced)
         self._sealed.cuda_begin(stream, self._hold_cycles)
         queued = time.perf_counter()
         call()
@@ -183,6 +187,25 @@ def _persisting_l2_reset() -> Callable[[], Any] | None:
     return fn
 
 
-def clock_for(device: Any) -> Clock:
-    """The clock for a device: CUDA events on a GPU, perf_counter on the CPU."""
-    return CudaEventClock(device) if getattr(device, "type", device) == "cuda" else CpuClock()
+def clock_for(device: Any, traced: bool = False) -> Clock:
+    """The clock for a device: CUDA events on a GPU, perf_counter on the CPU. On a GPU, the compiled
+    timer of the process: the sealed one in the evaluation child, else the trusted copy, with
+    CUPTI's kernel records on when `traced` (`native_timer` says why there is none)."""
+    if getattr(device, "type", device) != "cuda":
+        return CpuClock()
+    sealed = _sealed()
+    if sealed is not None:
+        return CudaEventClock(device, sealed)
+    timer, _ = native_timer(device)
+    return CudaEventClock(device, timer, traced if timer is not None and timer.tracing else None)
+
+
+def native_timer(device: Any) -> tuple[Any, str]:
+    """The trusted copy of the compiled timer on this CUDA device, and why its tracer is not
+    attached ("" when it is); (None, why) without one."""
+    import torch
+
+    from rooftop.integrity.seal import trusted_timer
+
+    index = getattr(device, "index", None)
+    return trusted_timer(torch.cuda.current_device() if index is None else index)

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from rooftop.environment import process_age
 from rooftop.errors import is_out_of_memory
 from rooftop.integrity.audit import TamperGuard
-from rooftop.integrity.seal import TIMER_ENV
+from rooftop.integrity.seal import TIMER_ENV, mark_child
 from rooftop.pipeline.channel import ChannelWriter
 from rooftop.pipeline.child_build import build, describe, prepare_build_folder, status_for_exception
 from rooftop.pipeline.job import WARM_CUDA, WARM_IMPORTS, EvalJob
@@ -54,6 +54,7 @@ from rooftop.verdict import Gate, GateFailed, Status
 
 def main(argv: list[str]) -> int:
     request_fd, reply_fd, descriptor_fd = int(argv[0]), int(argv[1]), int(argv[2])
+    mark_child()
     for fd in (request_fd, reply_fd, descriptor_fd):
         os.set_inheritable(fd, False)  # compilers and other children the solution starts do not get them
     channel = ChannelWriter(reply_fd)
@@ -150,7 +151,7 @@ class Harness:
 
     def _seal(self) -> tuple[str, str]:
         """Load and seal the timer before the build imports any candidate code: (how, why not)."""
-        from rooftop.integrity.seal import SealError, seal_timer
+        from rooftop.integrity.seal import SealError, seal_timer, setup_cuda
 
         job = self._job()
         traced = job.device == "cuda" and job.traced
@@ -160,14 +161,10 @@ class Harness:
             return "", "no sealed timer was built for this child (no C compiler on the trusted side)"
         cuda = None
         if job.device == "cuda":
-            import torch
-
             def cuda(timer: Any) -> None:
-                props = torch.cuda.get_device_properties(0)
-                l2 = int(getattr(props, "L2_cache_size", 0)) or 64 << 20
-                timer.init_cuda(2 * l2, 4 * props.multi_processor_count)
+                why = setup_cuda(timer, job.traced)
                 if job.traced:
-                    self.untraced = _attach_tracer(timer)
+                    self.untraced = why
         try:
             return seal_timer(Path(self.timer_library), cuda).describe(), ""
         except (SealError, OSError) as exc:
@@ -255,21 +252,6 @@ HANDLERS: dict[str, Callable[[Harness, Any], _Reply]] = {
     "job": Harness.take_job, "build": Harness.build, "load": Harness.load, "call": Harness.call,
     "trace": Harness.trace,
 }
-
-
-def _attach_tracer(timer: Any) -> str:
-    """Attach the kernel tracer to the timer before it is sealed: why not, or "" when attached."""
-    from rooftop.integrity.cupti import library_path
-    from rooftop.integrity.seal import SealError
-
-    path = library_path()
-    if path is None:
-        return "no CUPTI library (libcupti) was found"
-    try:
-        timer.init_trace(path)
-    except SealError as exc:
-        return str(exc)
-    return ""
 
 
 def candidate_class(module: ModuleType | None) -> type:

@@ -103,6 +103,8 @@ def hand_over_and_build(ev: Evaluation) -> GateRecord:
         if ev.device == "cuda" and ev.settings.checks and reply.untraced:
             ev.verdict.warnings.append(f"[trace] the calls' kernels were not traced ({reply.untraced}): work on "
                                        "side streams and forged spans were not checked")
+        if ev.device == "cuda" and ev.trusted is not None:
+            _trace_reference(ev, traced=ev.settings.checks and not reply.untraced)
         if ev.settings.timing and ev.settings.checks:  # the harness's cost per call, before any candidate code
             for shape in ev.shapes:
                 ev.harness_cost[shape.name] = harness_costs(ev, shape, FLOOR_CALLS)
@@ -110,6 +112,20 @@ def hand_over_and_build(ev: Evaluation) -> GateRecord:
     raise_failure(built)
     ev.phases["build"] = built.seconds
     return GateRecord(gate=Gate.build, ok=True, seconds=built.seconds, cached=built.cached)
+
+
+def _trace_reference(ev: Evaluation, traced: bool) -> None:
+    """The reference's timed calls carry the kernel tracer exactly when the candidate's do; where
+    the trusted side cannot attach it, the verdict says which way that leans."""
+    from rooftop.measure.timer import native_timer
+
+    assert ev.trusted is not None
+    ev.trusted.traced = traced
+    timer, why = native_timer(ev.trusted.device)
+    if traced and (timer is None or why):
+        ev.verdict.warnings.append(f"[trace] the reference's timed calls could not carry the kernel tracer the "
+                                   f"candidate's carry ({why}); CUPTI's kernel records cost memory-bound kernels up "
+                                   "to 5 % of their time, so the speedup leans against the candidate by as much")
 
 
 def _warm_fused_checks(ev: Evaluation) -> None:

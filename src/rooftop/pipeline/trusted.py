@@ -1,8 +1,10 @@
 """The trusted side's copy of the problem: the reference model, its inputs and its outputs.
 
 It runs in the evaluating process, never in the child. From a seed it makes the same inputs the
-child will make, runs the reference on them (timed with the same clock as the candidate, so the
-eager baseline is measured on the trusted side) and keeps the expected outputs to itself.
+child will make, runs the reference on them (timed with the same clock as the candidate: the same
+compiled timer, and the kernel tracer exactly when the child's is on, so the eager baseline is
+measured on the trusted side as the candidate is in the child) and keeps the expected outputs to
+itself.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class TrustedReference:
         self._pool = InputPool(device_memory(self.device))
         self._graphs = GraphCache()
         self._clock: Clock | None = None
+        self._traced = False
         self._call_seconds: dict[str, float] = {}
         self.changed_inputs = False  # the last run changed its inputs in place
         # a CPU timing gives both sides the same fixed thread count (the child gets it from its
@@ -50,8 +53,19 @@ class TrustedReference:
     @property
     def clock(self) -> Clock:
         if self._clock is None:
-            self._clock = clock_for(self.device)
+            self._clock = clock_for(self.device, traced=self._traced)
         return self._clock
+
+    @property
+    def traced(self) -> bool:
+        """Whether the reference's timed calls carry CUPTI's kernel records: exactly when the
+        candidate's do, so that neither side pays for the tracer alone."""
+        return self._traced
+
+    @traced.setter
+    def traced(self, on: bool) -> None:
+        if on != self._traced:
+            self._traced, self._clock = on, None
 
     def inputs(self, shape: Shape, seed: int, timed: bool = False) -> list[Any]:
         """A call's inputs; a timed call's join the pool, whose oldest set goes first."""

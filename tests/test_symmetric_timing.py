@@ -1,0 +1,133 @@
+"""The reference's timed calls carry what the candidate's carry: the same compiled timer and, with
+the checks on, the same kernel tracer (CUPTI's kernel records cost memory-bound kernels up to 5 %
+of their time on an H200, which a reference timed without them was spared). CPU-only: the parts
+that decide which side is traced, and the switch the trusted copy of the timer turns."""
+
+from __future__ import annotations
+
+from collections import deque
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from rooftop.integrity import seal
+from rooftop.measure.timer import CudaEventClock
+from rooftop.pipeline.gates import _trace_reference
+from rooftop.pipeline.trusted import TrustedReference
+from rooftop.problem.registry import resolve
+
+
+class FakeTimer:
+    """The compiled timer's entry points, noting what the clock asked of them."""
+
+    cuda = True
+    tracing = True
+
+    def __init__(self) -> None:
+        self.steps: list[Any] = []
+
+    def record(self, on: bool) -> None:
+        self.steps.append(("record", on))
+
+    def cuda_begin(self, stream: int, hold_cycles: int) -> None:
+        self.steps.append("begin")
+
+    def cuda_end(self, stream: int) -> float:
+        self.steps.append("end")
+        return 1e-3
+
+
+def _clock(timer: FakeTimer, traced: bool | None) -> CudaEventClock:
+    """A CUDA event clock over `timer`, without a GPU: only what `time` reads."""
+    clock = CudaEventClock.__new__(CudaEventClock)
+    stream = SimpleNamespace(cuda_stream=7)
+    clock._torch = SimpleNamespace(cuda=SimpleNamespace(current_stream=lambda: stream))
+    clock._sealed, clock._traced = timer, traced
+    clock._cycles_per_second, clock._hold_cycles = 1e9, 200_000
+    clock._queueing = deque(maxlen=CudaEventClock.HOLD_WINDOW)
+    return clock
+
+
+@pytest.mark.parametrize("traced", [True, False])
+def test_a_trusted_clock_sets_the_tracer_to_its_side_before_every_timed_call(traced):
+    timer = FakeTimer()
+    clock = _clock(timer, traced)
+    calls: list[str] = []
+    assert clock.time(lambda: calls.append("call")) == 1e-3
+    clock.time(lambda: calls.append("call"))
+    assert timer.steps == [("record", traced), "begin", "end"] * 2 and calls == ["call", "call"]
+
+
+def test_the_sealed_clock_of_the_child_never_touches_its_tracer():
+    timer = FakeTimer()
+    _clock(timer, None).time(lambda: None)
+    assert timer.steps == ["begin", "end"]
+
+
+def _ev(checks: bool) -> Any:
+    trusted = SimpleNamespace(traced=False, device="cuda:0")
+    return SimpleNamespace(trusted=trusted, settings=SimpleNamespace(checks=checks),
+                          verdict=SimpleNamespace(warnings=[]))
+
+
+@pytest.mark.parametrize("checks, child_untraced, traced", [
+    (True, "", True),
+    (True, "no CUPTI library (libcupti) was found", False),
+    (False, "the job asked for no tracing", False),
+])
+def test_the_reference_is_traced_exactly_when_the_candidate_is(monkeypatch, checks, child_untraced, traced):
+    monkeypatch.setattr("rooftop.measure.timer.native_timer", lambda device: (FakeTimer(), ""))
+    ev = _ev(checks)
+    _trace_reference(ev, traced=checks and not child_untraced)
+    assert ev.trusted.traced is traced
+    assert ev.verdict.warnings == []
+
+
+def test_a_reference_that_cannot_carry_the_tracer_the_candidate_carries_is_said_to_lean(monkeypatch):
+    monkeypatch.setattr("rooftop.measure.timer.native_timer",
+                        lambda device: (None, "building the sealed timer failed: no cc"))
+    ev = _ev(True)
+    _trace_reference(ev, traced=True)
+    assert len(ev.verdict.warnings) == 1
+    warning = ev.verdict.warnings[0]
+    assert warning.startswith("[trace]") and "no cc" in warning and "against the candidate" in warning
+
+
+def test_an_evaluation_child_never_loads_a_trusted_copy_of_the_timer(monkeypatch):
+    monkeypatch.setattr(seal, "_in_child", True)
+    monkeypatch.setattr(seal, "_trusted", None)
+    timer, why = seal.trusted_timer(0)
+    assert timer is None and "evaluation child" in why
+    assert seal._trusted is None  # nothing was loaded
+
+
+def test_the_trusted_copy_is_held_to_the_device_it_was_set_up_on(monkeypatch):
+    timer = FakeTimer()
+    monkeypatch.setattr(seal, "_in_child", False)
+    monkeypatch.setattr(seal, "_trusted", (0, timer, ""))
+    assert seal.trusted_timer(0) == (timer, "")
+    other, why = seal.trusted_timer(1)
+    assert other is None and "device 0, not 1" in why
+
+
+def test_the_tracer_switch_refuses_without_an_attached_tracer():
+    try:
+        timer = seal.SealedTimer(seal.library_path())
+    except seal.SealError as exc:
+        pytest.skip(str(exc))
+    timer.record(False)  # already off: nothing asked of the library
+    with pytest.raises(RuntimeError, match="kernel records on failed"):
+        timer.record(True)
+    assert timer.lib.rt_trace_enable(0) == -1
+
+
+def test_changing_the_reference_s_tracing_drops_its_clock():
+    trusted = TrustedReference(resolve("examples/softmax"), "cpu", 0)
+    try:
+        first = trusted.clock
+        assert trusted.clock is first
+        trusted.traced = True
+        assert trusted.traced and trusted.clock is not first
+    finally:
+        trusted.release()
