@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,8 +83,10 @@ def find_generations(run_dir: Path) -> list[Generation]:
 
 
 def run_batch(run_dir: Path, kernelbench: Path, settings: Settings, store: Store | None = None,
-              progress: Progress | None = None) -> dict[str, object]:
-    """KernelBench's figures over every generation of `run_dir`, and one row per generation."""
+              progress: Progress | None = None,
+              on_row: Callable[[SampleRow], None] | None = None) -> dict[str, object]:
+    """KernelBench's figures over every generation of `run_dir`, and one row per generation
+    (`on_row` sees each as it is made)."""
     progress = progress or Quiet()
     generations = find_generations(Path(run_dir))
     sources, _ = read_sources(Path(kernelbench))
@@ -101,6 +104,8 @@ def run_batch(run_dir: Path, kernelbench: Path, settings: Settings, store: Store
             if ahead and i + 1 < len(work):
                 _start_ahead(*work[i + 1], settings)
             rows.append(_evaluate(gen, problem, settings, store, progress))
+            if on_row is not None:
+                on_row(rows[-1])
             progress.advance()
     outcomes = [SampleOutcome(problem=(r.level, r.problem_id), compiled=r.compiled, correct=r.correct,
                               speedup=r.speedup) for r in rows]

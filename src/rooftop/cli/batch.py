@@ -68,10 +68,12 @@ def batch_command(
     again after an interruption and it finishes what is left (nothing is judged twice)."""
     if backend not in ("local", "ray"):
         raise UserError(f"--backend: expected local or ray (got '{backend}')")
+    from rooftop.cli.batch_lines import ReportingQueue
+    from rooftop.cli.progress import verdict_lines
     from rooftop.pipeline.evaluate import resolve_device
     from rooftop.service.batch import run_jobs, submit
     from rooftop.service.inputs import read_input
-    from rooftop.service.queue import JobQueue
+    from rooftop.service.jobs import JobState
     from rooftop.store.db import Store
 
     submissions = read_input(input, problem)
@@ -79,8 +81,11 @@ def batch_command(
     dev = resolve_device(settings.device)
     store = Store(db)
     try:
-        queue = JobQueue(store)
+        queue = ReportingQueue(store)
         ids, new = submit(queue, submissions, settings)
+        counts = queue.counts(ids)  # jobs judged before get no line
+        left = len(set(ids)) - counts[JobState.done] - counts[JobState.failed]
+        queue.watch(ids, verdict_lines(not json_output, total=left))  # before the bar takes stdout over
         started = time.monotonic()
         with _BatchProgress(not json_output, len(ids)) as shown:
             tally = run_jobs(queue, ids, dev, workers=workers, builders=builders, backend=backend, address=address,

@@ -27,6 +27,7 @@ from rooftop.errors import UserError
 from rooftop.pipeline.job import DeviceChoice
 
 if TYPE_CHECKING:
+    from rooftop.batch.kernelbench import SampleRow
     from rooftop.batch.selfcheck import SelfCheckRow
     from rooftop.pipeline.job import Settings
     from rooftop.problem.kernelbench import ImportReport
@@ -139,15 +140,19 @@ def selfcheck_command(
     problems = resolve_many(target)  # before torch is imported: a mistyped target is answered at once
     from rooftop.batch.selfcheck import selfcheck
     from rooftop.cli.kernelbench_hard import refuse_gpu_only
-    from rooftop.cli.progress import event_display
+    from rooftop.cli.progress import event_display, verdict_lines
     from rooftop.store.db import Store
 
     settings = _settings(device, shapes, timeout, sandbox)
     refuse_gpu_only(problems, settings)
     store = Store(db) if db else None
+    lines = verdict_lines(not json_output, total=len(problems))
     try:
         with event_display(not json_output, total=len(problems)) as display:
-            rows = selfcheck(problems, settings, store=store, progress=display, tolerance=tolerance)
+            def finished(row: SelfCheckRow) -> None:
+                lines.finished(row.problem, row.status, _selfcheck_note(row), display.elapsed())
+
+            rows = selfcheck(problems, settings, store=store, progress=display, tolerance=tolerance, on_row=finished)
     finally:
         if store:
             store.close()
@@ -162,6 +167,16 @@ def selfcheck_command(
                   + (f"; {unchecked} without a speedup check" if unchecked else ""))
     if any(not r.passed for r in rows):
         raise typer.Exit(1)
+
+
+def _selfcheck_note(row: SelfCheckRow) -> str:
+    """A row's check in a few words, for its line on a pipe: pass (with its speedup) or fail (why)."""
+    from rooftop.cli.progress import outcome_note, short
+
+    if not row.passed:
+        return f"fail: {short(row.reason)}"
+    check = "pass" if row.interval_checked else "pass unchecked"
+    return check + (f", {outcome_note(row.speedup)}" if row.speedup is not None else "")
 
 
 def _selfcheck_table(rows: list[SelfCheckRow]) -> Table:
@@ -203,14 +218,19 @@ def batch_command(
     if not kernelbench.exists():
         raise UserError(f"--kernelbench {kernelbench}: no such file or folder")
     from rooftop.batch.kernelbench import run_batch
-    from rooftop.cli.progress import event_display
+    from rooftop.cli.progress import event_display, outcome_note, verdict_lines
     from rooftop.store.db import Store
 
     settings = _settings(device, shapes, timeout, sandbox)
     store = Store(db)
+    lines = verdict_lines(not json_output, total=len(generations))
     try:
         with event_display(not json_output, total=len(generations)) as display:
-            report = run_batch(run_dir, kernelbench, settings, store=store, progress=display)
+            def finished(row: SampleRow) -> None:
+                name = f"{row.problem} sample {row.sample}" if row.problem else row.file
+                lines.finished(name, row.status, outcome_note(row.speedup, row.reason), display.elapsed())
+
+            report = run_batch(run_dir, kernelbench, settings, store=store, progress=display, on_row=finished)
     finally:
         store.close()
     if json_output:

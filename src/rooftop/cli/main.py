@@ -155,7 +155,7 @@ def demo_command(
     import time
 
     from rooftop.api import run_evaluation
-    from rooftop.cli.progress import event_display, verdict_lines
+    from rooftop.cli.progress import event_display, expected_note, verdict_lines
     from rooftop.cli.render import summary_table
     from rooftop.pipeline.evaluate import resolve_device
     from rooftop.pipeline.spawn import prestart
@@ -192,7 +192,8 @@ def demo_command(
             verdict = run_evaluation(problem, load_solution(entry), settings, store=store, events=events)
             wanted = (expected or {}).get(dev)
             rows.append((problem.name, entry.name, verdict, wanted))
-            lines.finished(label, verdict.status.value, wanted, time.monotonic() - started)
+            lines.finished(label, verdict.status.value, expected_note(verdict.status.value, wanted),
+                           time.monotonic() - started)
             display.advance()
     store.close()
     if json_output:

@@ -1,10 +1,11 @@
 """The evaluation's events as a person sees them: a live line on a terminal, one line per gate
 when the output is piped (so a log shows what ran and what it was waiting on), and for a run of
-many evaluations one line per verdict on a piped stdout."""
+many evaluations (demo, batch, selfcheck, batch-kb) one line per finished one on a piped stdout."""
 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
@@ -23,14 +24,19 @@ class EventDisplay:
         self.console, self.live = console, live
         self.silent = silent  # shows nothing: with --json the output is the document alone
         self.label = ""
+        self._started = time.monotonic()
         self._bar = progress_bar(live)
         self._task: TaskID = self._bar.add_task("rooftop", total=total)
 
     def start(self, label: str) -> EventSink:
         """The sink for the next evaluation, named `label` in what is shown."""
-        self.label = label
+        self.label, self._started = label, time.monotonic()
         self._bar.update(self._task, description=label)
         return self.show
+
+    def elapsed(self) -> float:
+        """Seconds since the current evaluation started."""
+        return time.monotonic() - self._started
 
     def advance(self) -> None:
         self._bar.advance(self._task)
@@ -76,29 +82,48 @@ def event_display(enabled: bool, total: int | None = None) -> Iterator[EventDisp
 
 
 class VerdictLines:
-    """One line per finished verdict, for a log (CI, `| tee`) that would otherwise show nothing
-    of a long run until its final table. Writes to the stream it was given, not to `sys.stdout`
-    at the time of writing: a live display on a terminal's stderr redirects that to itself."""
+    """One line per finished evaluation (or batch job), for a log (CI, `| tee`, `> file`) that
+    would otherwise show nothing of a long run until its final table. Writes to the stream it was
+    given, not to `sys.stdout` at the time of writing: a live display on a terminal's stderr
+    redirects that to itself."""
 
     def __init__(self, stream: TextIO | None, total: int) -> None:
         self._stream, self._total, self._done = stream, total, 0
 
-    def finished(self, name: str, status: str, expected: str | None, seconds: float) -> None:
+    @property
+    def shown(self) -> bool:
+        return self._stream is not None
+
+    def finished(self, name: str, status: str, note: str = "", seconds: float | None = None) -> None:
+        """`[done/total] name: status (note) in S s`; the note says what the status alone does not."""
         self._done += 1
         if self._stream is None:
             return
-        if expected is None:
-            note = "no expected status"
-        elif expected == status:
-            note = "as expected"
-        else:
-            note = f"expected {expected}"
-        self._stream.write(f"[{self._done}/{self._total}] {name}: {status} ({note}) in {seconds:.1f} s\n")
+        self._stream.write(f"[{self._done}/{self._total}] {name}: {status}" + (f" ({note})" if note else "")
+                           + (f" in {seconds:.1f} s" if seconds is not None else "") + "\n")
         self._stream.flush()
 
 
 def verdict_lines(enabled: bool, total: int) -> VerdictLines:
     """Lines on stdout when it is not a terminal (a terminal gets the live display and the table
-    alone); none when off. Call it before the live display starts."""
+    alone); none when off (--json: stdout is the document alone). Call it before the live display
+    starts."""
     stream = sys.stdout if enabled and not sys.stdout.isatty() else None
     return VerdictLines(stream, total)
+
+
+def expected_note(status: str, expected: str | None) -> str:
+    """How a status compares with the one a deck expects (the demo's note)."""
+    if expected is None:
+        return "no expected status"
+    return "as expected" if expected == status else f"expected {expected}"
+
+
+def outcome_note(speedup: float | None, reason: str = "") -> str:
+    """The speedup where there is one, else the reason, cut to one short line."""
+    return f"speedup {speedup:.3f}x" if speedup is not None else short(reason)
+
+
+def short(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
