@@ -105,6 +105,22 @@ def test_baselines_command_times_stores_and_tables(tmp_path):
     assert proc.returncode == 0 and "vs sota" in proc.stdout, proc.stdout
 
 
+@pytest.mark.quiet
+def test_self_checks_store_the_spread_between_processes_and_later_intervals_hold_it(tmp_path):
+    db = tmp_path / "r.db"
+    proc = rooftop("baselines", SCALE_SOTA, "--kinds", "self", "--self-checks", "2", "--device", "cpu",
+                   "--db", str(db), "--json")
+    assert proc.returncode == 0, proc.stderr
+    [record] = json.loads(proc.stdout)
+    assert (record["shape"], record["kind"], record["error"]) == ("tiny", "self", ""), record
+    assert len(record["speedups"]) == 2 and all(s > 0 for s in record["speedups"])
+    proc = rooftop("eval", SCALE_SOTA, str(FIXTURES / "solutions/good.py"), "--device", "cpu", "--db", str(db),
+                   "--json")
+    [shape] = json.loads(proc.stdout)["shapes"]
+    assert shape["spread_source"] == "2 self-checks in fresh processes" and shape["speedup_spread"] > 0
+    assert shape["speedup_low"] < shape["speedup"] < shape["speedup_high"]
+
+
 @pytest.mark.parametrize("args,needle", [
     (["baselines", SCALE_SOTA, "--kinds", "eager,jit"], "--kinds"),
     (["baselines", SCALE_SOTA, "--compile-mode", "fastest"], "--compile-mode"),

@@ -110,7 +110,7 @@ def test_held_out_shapes_stay_hidden_until_graded_and_their_messages_after(evalu
     seen += [text, json.dumps(info)]
     text, reward, terminated, _, info = env.step({"tool": "finish"})
     assert terminated and info["final"]["status"] == "runtime_error"  # the held-out shape made it talk
-    assert info["final"]["splits"]["held_out"] == {"shapes": 1, "correct": 0, "geomean_speedup": None}
+    assert info["final"]["splits"]["held_out"] == {"shapes": 1, "correct": 0, "geomean_speedup": None, "unmeasured": 0}
     seen += [text, json.dumps(info)]
     for secret in secrets:
         assert not any(secret in s for s in seen), secret

@@ -15,7 +15,7 @@ import yaml
 from rooftop.batch.kernelbench import compiled
 from rooftop.batch.selfcheck import judge
 from rooftop.errors import UserError
-from rooftop.measure.measurement import TimingStats
+from rooftop.measure.measurement import TimingStats, ratio_interval
 from rooftop.problem.figures import CountFailed, estimate, ridge_point
 from rooftop.problem.kernelbench import import_kernelbench, read_sources
 from rooftop.problem.registry import bundled_names, deck_names, resolve, resolve_many
@@ -442,6 +442,26 @@ def test_judge_checks_the_interval_on_a_gpu():
     assert not wrong.passed and wrong.reason == "it went wrong"
     cpu = judge("p", made_verdict(shapes=[timed(1.2, 1.3)]), "cpu")
     assert cpu.passed and not cpu.interval_checked and "CPU" in cpu.reason
+
+
+def test_judge_takes_no_interval_from_too_few_samples_or_a_shared_machine():
+    """88_MinGPTNewGelu: one sample before the wall-time cap, once shown as `1.266x [1.266, 1.266]`
+    and judged as if it were a 95 % interval."""
+    one = TimingStats(clock="cuda_event", samples=[1e-3], stopped_by="max_wall_seconds")
+    low, high = ratio_interval(one.samples, [0.79e-3])[1:]
+    capped = ShapeResult(shape="default", split="visible", params={}, correct=True, candidate=one, reference=one,
+                         speedup=1.266, speedup_low=low, speedup_high=high)
+    assert capped.no_interval == "no 95 % interval: 1 sample, at least 6 needed (sampling stopped by max_wall_seconds)"
+    assert capped.model_dump()["no_interval"] == capped.no_interval
+    row = judge("p", made_verdict(shapes=[capped]), "cuda")
+    assert row.passed and not row.interval_checked and [(s.low, s.high) for s in row.shapes] == [(None, None)]
+    assert "no speedup interval was measured" in row.reason and "1 sample, at least 6 needed" in row.reason
+    assert "1 sample" in judge("p", made_verdict(shapes=[capped]), "cpu").reason
+    # an interval taken on a shared machine is not judged either, and the row says the reward ignores it
+    shared = judge("p", made_verdict(shapes=[timed(1.2, 1.3, ["contention"])]), "cuda")
+    assert shared.passed and not shared.interval_checked
+    assert "not measured: machine shared; ignored by the reward" in shared.reason
+    assert timed(0.9, 1.1).no_interval is None
 
 
 def test_selfcheck_passes_sound_references_and_fails_the_others(kb, tmp_path):

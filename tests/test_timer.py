@@ -3,7 +3,13 @@ import random
 
 import pytest
 
-from rooftop.measure.measurement import TimingStats, median_ranks, relative_standard_error
+from rooftop.measure.measurement import (
+    MIN_INTERVAL_SAMPLES,
+    TimingStats,
+    median_ranks,
+    ratio_interval,
+    relative_standard_error,
+)
 from rooftop.measure.stopping import Sampler, TimingPolicy
 
 
@@ -102,6 +108,35 @@ def test_interval_and_relative_error_on_the_stats():
     assert stats.rse == pytest.approx((9 - 2) / (2 * 1.959964) / 5.5, rel=1e-4)
     assert TimingStats(clock="fake", samples=[1.0, 2.0]).rse is None  # too few to bound the median
     assert relative_standard_error(sorted([1.0] * 20)) == 0.0
+
+
+def test_too_few_samples_have_no_interval_and_say_why():
+    """88_MinGPTNewGelu on a CPU: one sample before the wall-time cap, once printed as a "95 %"
+    interval [1.266, 1.266]. Below 6 samples no pair brackets the median with 95 % (the range of 5
+    misses it 1 time in 16), so there is no interval, and a note says why."""
+    assert MIN_INTERVAL_SAMPLES == 6 and 2 / 2**5 > 0.05 >= 2 / 2**6
+    median, low, high = ratio_interval([1.266e-3], [1e-3])
+    assert median == pytest.approx(1.266) and low is None and high is None
+    assert ratio_interval([2.0] * 5, [1.0] * 5)[1:] == (None, None)
+    assert ratio_interval([2.0] * 6, [1.0] * 6)[1:] == (2.0, 2.0)
+    one = TimingStats(clock="fake", samples=[1e-3], stopped_by="max_wall_seconds")
+    assert one.ci_low is None and one.ci_high is None and one.rse is None
+    assert one.ci_note == "no 95 % interval: 1 sample, at least 6 needed (sampling stopped by max_wall_seconds)"
+    stored = one.model_dump(mode="json")
+    assert stored["ci_low"] is None and stored["ci_high"] is None and "max_wall_seconds" in stored["ci_note"]
+    assert TimingStats(clock="fake", samples=[float(x) for x in range(6)]).ci_note is None
+
+
+def test_a_wall_time_cap_after_one_sample_leaves_a_median_without_an_interval():
+    wall = FakeWall()
+    policy = TimingPolicy.for_device("cpu")
+    sampler = Sampler(policy, wall)
+    sampler.warmed()
+    wall.now = policy.max_wall_seconds + 1  # one slow call took the whole budget
+    sampler.add(3.0)
+    stats = sampler.stats("fake")
+    assert sampler.stopped_by == "max_wall_seconds" and stats.n == 1 and stats.median == 3.0
+    assert stats.ci_low is None and "1 sample" in (stats.ci_note or "")
 
 
 def test_precision_rule_stops_a_steady_kernel_early_and_lets_a_noisy_one_run_to_the_cap():

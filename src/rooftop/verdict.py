@@ -10,11 +10,18 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
-from rooftop.measure.measurement import TimingStats
+from rooftop.measure.measurement import TimingStats, interval_note
 
-SCHEMA_VERSION = 2  # 2: paired speedup interval, stored baselines, clocks, cross-check flags, graphs
+# 2: paired speedup interval, stored baselines, clocks, cross-check flags, graphs; 3: no interval
+# (None, with `ci_note` and `no_interval` saying why) from fewer samples than one needs; the
+# speedup's interval widened by the spread between processes (`speedup_spread`, `spread_source`)
+SCHEMA_VERSION = 3
+
+# shape flags whose times the summary and the reward leave out, with what they mean to a reader
+# (the flag is set by the timing gate: pipeline/timing.py)
+UNTRUSTED_TIMING = {"contention": "machine shared"}
 
 
 class Status(str, Enum):
@@ -105,6 +112,10 @@ class ShapeResult(BaseModel):
     speedup: float | None = None  # over eager: median of the paired ratios reference / candidate, call by call
     speedup_low: float | None = None  # the speedup's 95 % interval
     speedup_high: float | None = None
+    # the between-process half-width (a fraction) folded into that interval, and where it came from:
+    # "default" (a GPU verdict without stored self-checks) or the stored self-checks (measure/spread.py)
+    speedup_spread: float | None = None
+    spread_source: str = ""
     baselines: dict[str, float] = {}  # stored baseline medians in seconds: compile, sota (and eager)
     speedups: dict[str, float] = {}  # over each reference: eager (paired, as `speedup`), compile, sota
     timed_calls: int = 0  # warm-up and timed calls
@@ -116,6 +127,22 @@ class ShapeResult(BaseModel):
     harness_seconds: float | None = None  # the harness's own cost per call (no-op calls before the solution)
     flags: list[str] = []  # cross-checks that failed on this shape: clocks, wall, roofline (under an
     # estimated floor), contention (details in warnings)
+
+    @property
+    def untrusted(self) -> str | None:
+        """Why this shape's times are not a measurement (a flag of UNTRUSTED_TIMING), None when they
+        are: the summary and the reward ignore them."""
+        return next((UNTRUSTED_TIMING[f] for f in self.flags if f in UNTRUSTED_TIMING), None)
+
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects any decorator over a @property
+    @property
+    def no_interval(self) -> str | None:
+        """Why a timed shape's speedup has no 95 % interval (too few paired samples); None when it has one."""
+        if self.speedup is None or self.speedup_low is not None or self.candidate is None or self.reference is None:
+            return None
+        # the paired ratios are as many as the side with fewer samples (a slow reference leaves early)
+        fewer = min(self.candidate, self.reference, key=lambda stats: stats.n)
+        return interval_note(fewer.n, fewer.stopped_by) or "no 95 % interval"
 
 
 class Environment(BaseModel):

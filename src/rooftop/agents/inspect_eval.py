@@ -135,8 +135,11 @@ def verdict_values(verdict: Verdict | None) -> dict[str, float]:
     """The score of a verdict: correctness, then the summary's geometric means, 0 where none."""
     if verdict is None or verdict.status is not Status.correct:
         return {"correct": 0.0, "speedup": 0.0, "roofline": 0.0}
-    summary = verdict.summary
-    return {"correct": 1.0, "speedup": summary.geomean_speedup or 0.0, "roofline": summary.geomean_roofline or 0.0}
+    from rooftop.score.reward import reward_speedup
+
+    # an unmeasured speedup (a shape timed on a shared machine) counts 0, as in the rewards
+    return {"correct": 1.0, "speedup": reward_speedup(verdict) or 0.0,
+            "roofline": verdict.summary.geomean_roofline or 0.0}
 
 
 def _unanswered(why: str, answer: str = "") -> Score:

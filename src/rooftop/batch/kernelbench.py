@@ -29,6 +29,7 @@ from rooftop.problem.kernelbench import Skipped, SourceFile, read_sources, write
 from rooftop.problem.loader import load_problem
 from rooftop.problem.spec import Problem
 from rooftop.score.kernelbench_metrics import SampleOutcome, summarize
+from rooftop.score.reward import unmeasured
 from rooftop.solution.loader import load_solution
 from rooftop.store.db import Store
 from rooftop.verdict import Gate, Status, Verdict
@@ -160,10 +161,11 @@ def _evaluate(gen: Generation, problem: Problem | str, settings: Settings, store
         return _row(gen, problem=problem.name, status=failure_status(exc), compiled=False, correct=False,
                     reason=one_line(exc))
     correct = verdict.status is Status.correct
-    speedup = verdict.summary.geomean_speedup if correct else None
+    missed = unmeasured(verdict)  # a speedup the reward counts as 0x is no sample's fast_p either
+    speedup = verdict.summary.geomean_speedup if correct and not missed else None
     reason = "" if correct else " ".join((verdict.messages[0] if verdict.messages else verdict.status.value).split())
     if correct and speedup is None:
-        flagged = sorted({f for r in verdict.shapes for f in r.flags})
-        reason = f"no trusted timing ({', '.join(flagged)})" if flagged else "not timed"
+        whys = sorted(set(missed.values()))
+        reason = f"no trusted timing ({', '.join(whys)})" if whys else "not timed"
     return _row(gen, problem=problem.name, status=verdict.status.value, compiled=compiled(verdict),
                      correct=correct, speedup=speedup, reason=reason[:300])

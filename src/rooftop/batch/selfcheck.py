@@ -5,7 +5,8 @@ The candidate is the reference's source with `ModelNew = Model` added. It must c
 `correct`, and on a GPU its speedup over eager must be 1.0 within its 95 % interval on every
 timed shape: anything else means the problem cannot be judged as written (a reference that is
 not deterministic, inputs the evaluation cannot make, a timing that favours one side). On a CPU,
-or where no interval was measured, the row says that the speedup was not checked. The problem's
+or where no interval was measured (too few samples for one, or a shape timed on a shared
+machine), the row says that the speedup was not checked, and why. The problem's
 own policy is lifted for this check: it says what candidates may not call, and the reference
 calls exactly that.
 """
@@ -26,15 +27,21 @@ from rooftop.pipeline.job import Settings
 from rooftop.problem.spec import Policy, Problem
 from rooftop.solution.loader import load_solution
 from rooftop.store.db import Store
-from rooftop.verdict import Status, Verdict
+from rooftop.verdict import UNTRUSTED_TIMING, ShapeResult, Status, Verdict
 
 
 class ShapeSpeedup(BaseModel):
     shape: str
     speedup: float | None = None
-    low: float | None = None  # the speedup's 95 % interval
+    low: float | None = None  # the speedup's 95 % interval (None: too few samples for one)
     high: float | None = None
     flags: list[str] = []
+    note: str = ""  # why the speedup is not a measurement, or has no interval
+
+    @property
+    def measured(self) -> bool:
+        """Whether the shape has an interval to judge: one taken on a machine of its own."""
+        return self.low is not None and self.high is not None and not UNTRUSTED_TIMING.keys() & set(self.flags)
 
 
 class SelfCheckRow(BaseModel):
@@ -45,7 +52,7 @@ class SelfCheckRow(BaseModel):
     passed: bool
     interval_checked: bool  # false on a CPU, or where no shape's interval was measured
     reason: str = ""
-    speedup: float | None = None  # geometric mean over the trusted timed shapes
+    speedup: float | None = None  # geometric mean over the trusted timed shapes (`shapes` notes the others)
     shapes: list[ShapeSpeedup] = []
 
 
@@ -110,8 +117,17 @@ def relaxed(problem: Problem) -> Problem:
     return problem.model_copy(update={"spec": problem.spec.model_copy(update={"policy": policy})})
 
 
+def shape_note(row: ShapeResult) -> str:
+    if row.untrusted:
+        return f"not measured: {row.untrusted}; ignored by the reward"
+    return row.no_interval or ""
+
+
 def judge(name: str, verdict: Verdict, device: str, tolerance: float = 0.0) -> SelfCheckRow:
-    shapes = [ShapeSpeedup(shape=r.shape, speedup=r.speedup, low=r.speedup_low, high=r.speedup_high, flags=r.flags)
+    """The row of one verdict: an interval passes or fails only where it was measured; a missing
+    one (too few samples, a shared machine) leaves the row unchecked, with the shapes' notes."""
+    shapes = [ShapeSpeedup(shape=r.shape, speedup=r.speedup, low=r.speedup_low, high=r.speedup_high, flags=r.flags,
+                           note=shape_note(r))
               for r in verdict.shapes if r.candidate is not None]
     row = SelfCheckRow(problem=name, status=verdict.status.value, passed=False, interval_checked=False,
                        speedup=verdict.summary.geomean_speedup, shapes=shapes)
@@ -120,12 +136,14 @@ def judge(name: str, verdict: Verdict, device: str, tolerance: float = 0.0) -> S
         row.reason = " ".join(first.split())[:300]
         return row
     row.passed = True
-    measured = [s for s in shapes if s.low is not None and s.high is not None]
+    measured = [s for s in shapes if s.measured]
+    notes = "; ".join(f"shape '{s.shape}': {s.note}" for s in shapes if s.note)
     if device != "cuda":
-        row.reason = "correct; on a CPU the speedup interval is not checked"
+        row.reason = "; ".join(filter(None, ["correct; on a CPU the speedup interval is not checked", notes]))
         return row
     if not measured:
-        row.reason = "correct; no speedup interval was measured" + (" (timing was off)" if not shapes else "")
+        row.reason = "; ".join(filter(None, ["correct; no speedup interval was measured"
+                                             + (" (timing was off)" if not shapes else ""), notes]))
         return row
     row.interval_checked = True
     outside = [s for s in measured if s.low is not None and s.high is not None
@@ -136,7 +154,7 @@ def judge(name: str, verdict: Verdict, device: str, tolerance: float = 0.0) -> S
         row.reason = "; ".join(f"shape '{s.shape}': speedup {s.speedup or 0:.3f}x, 95 % interval "
                                f"[{s.low:.3f}, {s.high:.3f}] excludes {target}" for s in outside)
     elif len(measured) < len(shapes):
-        row.reason = f"no interval on {', '.join(s.shape for s in shapes if s not in measured)}"
+        row.reason = notes or f"no interval on {', '.join(s.shape for s in shapes if s not in measured)}"
     flagged = sorted({f for s in shapes for f in s.flags})
     if flagged:
         row.reason = "; ".join(filter(None, [row.reason, f"timing flagged: {', '.join(flagged)}"]))

@@ -189,6 +189,7 @@ def _selfcheck_table(rows: list[SelfCheckRow]) -> Table:
             (f"{s.shape} " if len(r.shapes) > 1 else "")
             + (f"{s.speedup:.3f}x" if s.speedup is not None else "-")
             + (f" [{s.low:.3f}, {s.high:.3f}]" if s.low is not None and s.high is not None else "")
+            + (f" ({s.note})" if s.note else "")
             for s in r.shapes) or "-"
         check = Text("fail", style="bold red") if not r.passed else \
             Text("pass", style="bold green") if r.interval_checked else Text("pass (unchecked)", style="yellow")

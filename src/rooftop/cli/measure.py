@@ -44,13 +44,18 @@ def baselines_command(
     device: DeviceOpt = Device.auto,
     shapes: ShapesOpt = "auto",
     graphs: GraphsOpt = False,
+    self_checks: Annotated[int, typer.Option(
+        "--self-checks", min=2, metavar="N",
+        help="fresh self-checks per problem for the `self` kind (how far a speedup moves between processes)")] = 3,
     json_output: JsonOpt = False,
     db: DbOpt = Path("rooftop.db"),
 ) -> None:
     """Time the references (eager, torch.compile, the problem's sota.py, a kernel-to-kernel task's
-    starter) and store them for reuse."""
+    starter), judge the reference against itself in fresh processes (`self`: the spread every
+    later interval is widened by), and store them for reuse."""
     chosen = _baseline_kinds(kinds)
     problems = _targets(target)  # before torch is imported: a mistyped target is answered at once
+    from rooftop.batch.spread import spread_records
     from rooftop.measure.baselines import time_baselines
     from rooftop.pipeline.evaluate import resolve_device, select_shapes
     from rooftop.store.db import Store
@@ -64,8 +69,13 @@ def baselines_command(
         task = bar.add_task("baselines", total=None)
         for problem in problems:
             _, selected = select_shapes(problem, shapes, dev)
+            def step(what: str) -> None:
+                bar.update(task, description=what)
+
             made = time_baselines(problem, selected, dev, chosen, CompileMode(compile_mode).value, graphs,
-                                  progress=lambda step: bar.update(task, description=step))
+                                  progress=step)
+            if "self" in chosen and not graphs:
+                made += spread_records(problem, selected, dev, self_checks, progress=step)
             store.save_baselines(made)  # each problem's records are kept as soon as they exist
             records += [(problem, r) for r in made]
     store.close()
@@ -104,6 +114,10 @@ def _baselines_table(records: list[tuple[Problem, BaselineRecord]], dev: str) ->
         spec, shape = problem.spec, next(s for s in problem.spec.all_shapes() if s.name == r.shape)
         flops, nbytes = spec.flops_for(shape), spec.bytes_for(shape)
         st = r.stats
+        if r.kind == "self":
+            table.add_row(problem.name, r.shape, r.kind, "-", "-", str(len(r.speedups)), "-", "-", "-", "-",
+                          r.error[:80] or _spread_note(r.speedups))
+            continue
         gpu = lookup(r.platform.device_name) if r.platform.device == "cuda" else None
         roof = roofline_fraction(gpu, spec.peak_dtype or spec.dtype, flops, nbytes, st.median) if st else None
         table.add_row(problem.name, r.shape, r.kind + (f":{r.mode}" if r.mode not in ("", "default") else ""),
@@ -113,6 +127,14 @@ def _baselines_table(records: list[tuple[Problem, BaselineRecord]], dev: str) ->
                       f"{nbytes / st.median / 1e9:.1f}" if st and nbytes else "-",
                       f"{roof:.1%}" if roof is not None else "-", r.error[:80])
     return table
+
+
+def _spread_note(speedups: list[float]) -> str:
+    from rooftop.measure.spread import spread_of
+
+    spread = spread_of(speedups)
+    listed = ", ".join(f"{x:.4f}" for x in speedups)
+    return f"between processes ±{spread:.2%} (speedups over itself: {listed})" if spread is not None else listed
 
 
 def calibrate_command(json_output: JsonOpt = False, db: DbOpt = Path("rooftop.db")) -> None:

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from rooftop.score.reward import unmeasured
 from rooftop.verdict import Status, Verdict
 
 STATUS_STYLE = {
@@ -79,7 +80,10 @@ def print_verdict(verdict: Verdict, console: Console) -> None:
     if verdict.status is Status.correct and verdict.summary.geomean_speedup is not None:
         others = "".join(f" · over {k} {v:.3f}x" for k, v in verdict.summary.geomean_speedups.items()
                          if k != "eager")
-        console.print(f"geomean speedup over eager {verdict.summary.geomean_speedup:.3f}x{others}"
+        missed = unmeasured(verdict)
+        partial = (f" (measured shapes only; not measured on {len(missed)} of {len(verdict.shapes)} shapes "
+                   f"({', '.join(sorted(set(missed.values())))}): the reward counts 0x)") if missed else ""
+        console.print(f"geomean speedup over eager {verdict.summary.geomean_speedup:.3f}x{partial}{others}"
                       + (f" · geomean roofline {verdict.summary.geomean_roofline:.1%}{estimated(verdict)}"
                          if verdict.summary.geomean_roofline is not None else "")
                       + f" · {verdict.wall_seconds:.1f} s wall", style="bold")
@@ -110,6 +114,8 @@ def shape_table(verdict: Verdict) -> Table:
     notes = [caption.get(c, c) for c in sorted(clocks)]
     if estimated(verdict):
         notes.append("est.: flops and bytes estimated by rooftop, not the problem's formulas")
+    notes += spread_notes(verdict)
+    notes += sorted({r.no_interval for r in verdict.shapes if r.no_interval})
     table = Table(show_edge=False, header_style="bold", caption=" · ".join(notes) or None)
     for col in columns:
         table.add_column(col, justify="left" if col in ("shape", "split", "flags") else "right")
@@ -120,6 +126,10 @@ def shape_table(verdict: Verdict) -> Table:
         speedup = number(r.speedup, "{:.2f}x")
         if r.speedup_low is not None and r.speedup_high is not None:
             speedup += f" ({r.speedup_low:.2f}–{r.speedup_high:.2f})"
+        if r.untrusted:
+            speedup += f" (not measured: {r.untrusted}; ignored by the reward)"
+        elif r.speedup is not None and r.speedup_low is None:
+            speedup += " (no interval)"
         row = [r.shape, r.split, correct, number(err, "{:.1e}"),
                seconds(c.median) if c else "-", number(c.rse if c else None, "{:.2%}"),
                str(c.n) if c else "-", c.stopped_by if c else "-",
@@ -133,9 +143,22 @@ def shape_table(verdict: Verdict) -> Table:
     return table
 
 
+def spread_notes(verdict: Verdict) -> list[str]:
+    """What the speedup intervals hold besides the paired samples: the spread between processes."""
+    notes = []
+    for source in sorted({r.spread_source for r in verdict.shapes if r.speedup_spread is not None}):
+        spread = max(r.speedup_spread or 0.0 for r in verdict.shapes if r.spread_source == source)
+        where = ("GPU default; `rooftop baselines --kinds self` measures this problem's" if source == "default"
+                 else source)
+        notes.append(f"speedup intervals include ±{spread:.2%} between processes ({where})")
+    return notes
+
+
 def summary_table(rows: Sequence[tuple[str, str, Verdict, str | None]]) -> Table:
     """One line per (problem, solution) verdict, with the expected status when one is declared."""
-    table = Table(title="rooftop", header_style="bold")
+    starred = any(unmeasured(row[2]) for row in rows)
+    table = Table(title="rooftop", header_style="bold", caption="* not measured on some shape (the machine was "
+                  "shared): the reward counts its speedup as 0x" if starred else None)
     expecting = any(row[3] is not None for row in rows)
     for col in ("problem", "solution", "status", "expected", "reward", "speedup", "roofline", "mode", "wall"):
         if col != "expected" or expecting:
@@ -143,7 +166,8 @@ def summary_table(rows: Sequence[tuple[str, str, Verdict, str | None]]) -> Table
     for problem, solution, verdict, expected in rows:
         ok = expected is None or expected == verdict.status.value
         reward, speedup = ((NOT_TIMED, NOT_TIMED) if untimed(verdict) else
-                           (number(verdict.reward, "{:+.2f}"), number(verdict.summary.geomean_speedup, "{:.2f}x")))
+                           (number(verdict.reward, "{:+.2f}"), number(verdict.summary.geomean_speedup, "{:.2f}x")
+                            + ("*" if unmeasured(verdict) else "")))
         table.add_row(problem, solution, status_text(verdict.status),
                       *([Text(expected or "-", style="" if ok else "bold red")] if expecting else []), reward, speedup,
                       number(verdict.summary.geomean_roofline, "{:.1%}") if verdict.summary.geomean_roofline else "-",

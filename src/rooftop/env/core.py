@@ -12,7 +12,8 @@ first of equals); `finish` grades it on every shape, held-out ones included, and
 the graded verdict's. Reaching the turn limit with `run_kernel` ends the episode as truncated and
 grades the best kernel too (`info["final_reward"]`). The reward function is a name from
 `rooftop.score.reward` (`default`: speedup - 1 and OpenReward penalties; `kevin`: 0.3·correct +
-min(speedup, 10)) or any callable taking a verdict.
+min(speedup, 10); a speedup not measured, on a shared machine, counts as 0x and the observation
+says so) or any callable taking a verdict.
 
 Every evaluation is a job in the store, named by its code and settings: the same code submitted
 again is the same job, and an `Episode` (a plain document) is all an episode's state, so the

@@ -5,6 +5,7 @@ messages of a run on shapes it was shown, and per shape the figures it can act o
 run (held-out shapes included) it sees the status, the reward and counts and geometric means per
 split, never a held-out shape's name, parameters, figures or messages: a candidate can put what
 it saw of a held-out input into an error message, so a graded run's messages stay in the store.
+A speedup the reward ignores (a shape timed on a shared machine) is shown with that said.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from rooftop.score.aggregate import geomean
+from rooftop.score.reward import unmeasured
 from rooftop.verdict import ShapeResult, Status, Verdict
 
 MAX_MESSAGE = 4000  # characters of one message an agent is shown
@@ -27,6 +29,7 @@ class ShapeView(BaseModel):
     tflops: float | None = None
     gbps: float | None = None
     roofline_fraction: float | None = None
+    untrusted: str | None = None  # why its times are not a measurement: the reward ignores them
     message: str = ""
 
 
@@ -35,7 +38,8 @@ class SplitView(BaseModel):
 
     shapes: int
     correct: int
-    geomean_speedup: float | None = None
+    geomean_speedup: float | None = None  # over its measured shapes
+    unmeasured: int = 0  # shapes whose times the reward ignores
 
 
 class AgentView(BaseModel):
@@ -47,6 +51,8 @@ class AgentView(BaseModel):
     shapes: list[ShapeView] = []
     splits: dict[str, SplitView] = {}
     geomean_speedup: float | None = None
+    # why the reward ignores the speedup ("not measured on 1 of 2 shapes (machine shared)"), no shape named
+    speedup_ignored: str | None = None
 
 
 def agent_view(verdict: Verdict, reward: float, graded: bool = False) -> AgentView:
@@ -56,8 +62,10 @@ def agent_view(verdict: Verdict, reward: float, graded: bool = False) -> AgentVi
     splits = {}
     for split in dict.fromkeys(r.split for r in verdict.shapes):
         rows = [r for r in verdict.shapes if r.split == split]
+        measured = [r for r in rows if r.untrusted is None]
         splits[split] = SplitView(shapes=len(rows), correct=sum(bool(r.correct) for r in rows),
-                                  geomean_speedup=_geomean([r.speedup for r in rows]))
+                                  geomean_speedup=_geomean([r.speedup for r in measured]),
+                                  unmeasured=len(rows) - len(measured))
     return AgentView(
         status=verdict.status, reward=reward, graded=graded,
         failed_gate=verdict.failed_gate.value if verdict.failed_gate else None,
@@ -65,7 +73,17 @@ def agent_view(verdict: Verdict, reward: float, graded: bool = False) -> AgentVi
         shapes=[_shape(r, talks) for r in visible],
         splits=splits if graded else {},
         geomean_speedup=verdict.summary.geomean_speedup,
+        speedup_ignored=_ignored(verdict),
     )
+
+
+def _ignored(verdict: Verdict) -> str | None:
+    """Why the reward ignores a correct verdict's speedup, naming no shape; None when it uses it."""
+    missed = unmeasured(verdict) if verdict.status is Status.correct else {}
+    if not missed:
+        return None
+    why = ", ".join(sorted(set(missed.values())))
+    return f"not measured on {len(missed)} of {len(verdict.shapes)} shapes ({why})"
 
 
 def _shape(row: ShapeResult, messages: bool) -> ShapeView:
@@ -74,7 +92,8 @@ def _shape(row: ShapeResult, messages: bool) -> ShapeView:
                      median_us=_us(row.candidate.median if row.candidate else None),
                      reference_median_us=_us(row.reference.median if row.reference else None),
                      speedup=row.speedup, tflops=row.tflops, gbps=row.gbps,
-                     roofline_fraction=row.roofline_fraction, message=failed[:MAX_MESSAGE])
+                     roofline_fraction=row.roofline_fraction, untrusted=row.untrusted,
+                     message=failed[:MAX_MESSAGE])
 
 
 def _us(seconds: float | None) -> float | None:
@@ -82,8 +101,8 @@ def _us(seconds: float | None) -> float | None:
 
 
 def _geomean(values: list[float | None]) -> float | None:
-    """Over a split only when every shape of it has a speedup: a mean of the ones that ran would
-    flatter a kernel that failed the rest."""
+    """Over a split only when every measured shape of it has a speedup: a mean of the ones that
+    ran would flatter a kernel that failed the rest."""
     return geomean(values) if all(v is not None for v in values) else None
 
 
@@ -91,20 +110,29 @@ def render(view: AgentView) -> str:
     """The view as the text of an observation."""
     lines = [f"status: {view.status.value}" + (f" (failed at {view.failed_gate})" if view.failed_gate else ""),
              f"reward: {view.reward:.4g}"]
-    if view.geomean_speedup is not None:
-        lines.append(f"speedup over the reference (geometric mean): {view.geomean_speedup:.3g}x")
+    mean = f"{view.geomean_speedup:.3g}x" if view.geomean_speedup is not None else None
+    if view.speedup_ignored:
+        lines.append("speedup over the reference (geometric mean): "
+                     + (f"{mean} over the measured shapes, " if mean else "")
+                     + f"{view.speedup_ignored}; ignored by the reward, which counts it as 0x")
+    elif mean:
+        lines.append(f"speedup over the reference (geometric mean): {mean}")
     lines += [f"message: {m}" for m in view.messages]
     for s in view.shapes:
         params = ", ".join(f"{k}={v}" for k, v in s.params.items())
         figures = [f"correct={s.correct}"]
         if s.median_us is not None:
             figures.append(f"time={s.median_us:.4g} us")
-        if s.speedup is not None:
-            figures.append(f"speedup={s.speedup:.3g}x")
+        if s.speedup is not None or s.untrusted:
+            figures.append(f"speedup={s.speedup:.3g}x" if s.speedup is not None else "speedup=-")
+            if s.untrusted:
+                figures[-1] += f" (not measured: {s.untrusted}; ignored by the reward)"
         if s.roofline_fraction is not None:
             figures.append(f"roofline={100 * s.roofline_fraction:.1f}%")
         lines.append(f"shape {s.shape} ({params}): " + ", ".join(figures) + (f"; {s.message}" if s.message else ""))
     for split, counts in view.splits.items():
         mean = f", speedup {counts.geomean_speedup:.3g}x" if counts.geomean_speedup is not None else ""
+        if counts.unmeasured:
+            mean = (mean or ", speedup") + f" (not measured on {counts.unmeasured}: ignored by the reward)"
         lines.append(f"{split.replace('_', '-')} shapes: {counts.correct}/{counts.shapes} correct{mean}")
     return "\n".join(lines)

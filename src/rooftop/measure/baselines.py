@@ -54,10 +54,11 @@ class BaselineRecord(BaseModel):
     problem_version: int
     shape: str
     params: dict[str, Any]
-    kind: str  # eager | compile | sota
+    kind: str  # eager | compile | sota | starter | self
     mode: str = ""  # compile: default | max-autotune
     graphs: bool = False
-    stats: TimingStats | None = None  # None when it could not be timed (error says why)
+    stats: TimingStats | None = None  # None when it could not be timed (error says why), or for `self`
+    speedups: list[float] = []  # self: the reference's speedup over itself in each fresh evaluation
     error: str = ""
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
@@ -133,6 +134,8 @@ def time_baselines(problem: Problem, shapes: list[Shape], device: str, kinds: tu
         except Exception as exc:
             failed = f"the reference failed: {_describe(exc)}"
         for kind in kinds:
+            if kind == "self":
+                continue  # evaluations, not a timing here: batch/selfcheck.spread_records
             if kind in others and others[kind] is None:
                 continue  # no sota.py, or no starter: nothing to time
             record = BaselineRecord(platform=platform, problem=problem.name, problem_version=problem.spec.version,

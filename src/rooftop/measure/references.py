@@ -11,6 +11,9 @@ class BaselineKind(StrEnum):
     compile = "compile"  # torch.compile of the reference
     sota = "sota"  # the problem's sota.py (the best library)
     starter = "starter"  # a kernel-to-kernel task's starter/solution.py: the kernel its speedup is measured against
+    # the reference judged as its own candidate in fresh evaluations: how far a speedup moves between
+    # processes, which every later verdict's interval is widened by (measure/spread.py)
+    self_check = "self"
 
 
 class CompileMode(StrEnum):

@@ -20,7 +20,9 @@ from rooftop.measure.measurement import TimingStats, relative_standard_error
 class TimingPolicy(BaseModel):
     """Sampling may stop once it has `min_samples` samples, the median's relative standard error is
     at most `target_rse` (None: no precision rule, stop at the minimums), and `min_seconds` of
-    measured time have passed; it must stop at any cap. A short kernel, one whose median times
+    measured time have passed; it must stop at any cap, even short of `min_samples` (a slow call
+    on a CPU can meet `max_wall_seconds` after one sample: such a measurement has a median but no
+    interval, see `measurement.MIN_INTERVAL_SAMPLES`). A short kernel, one whose median times
     `max_samples` falls short of `min_seconds`, could never meet that minimum before the sample cap
     (0.5 s of measured time is 20,000 calls of a 25 us kernel, each costing a round trip and fresh
     inputs): for it `min_wall_seconds` of wall time since the first sample stands in. A long kernel

@@ -9,11 +9,12 @@ import json
 from typing import TYPE_CHECKING
 
 from rooftop.measure.measurement import ratio_interval
+from rooftop.measure.spread import DEFAULT_GPU_SPREAD, spread_of, widen
 from rooftop.problem.spec import Problem
 from rooftop.score.aggregate import geomean
 from rooftop.score.hardware import lookup
 from rooftop.score.roofline import implausible, roofline_fraction
-from rooftop.verdict import Summary, Verdict
+from rooftop.verdict import ShapeResult, Summary, Verdict
 
 if TYPE_CHECKING:
     from rooftop.store.db import Store
@@ -37,10 +38,8 @@ def score(verdict: Verdict, problem: Problem, timed: bool) -> tuple[str, list[st
         if seconds > 0:
             result.tflops = result.flops / seconds / 1e12 if result.flops else None
             result.gbps = result.bytes / seconds / 1e9 if result.bytes else None
-        paired = ratio_interval(result.reference.samples, result.candidate.samples)
-        if paired is not None:
-            result.speedup, result.speedup_low, result.speedup_high = paired
-            result.speedups["eager"] = result.speedup
+        on_gpu = env is not None and env.device == "cuda"
+        set_speedup(result, DEFAULT_GPU_SPREAD if on_gpu else None, "default" if on_gpu else "")
         result.roofline_fraction = roofline_fraction(gpu, peak_dtype, result.flops, result.bytes, seconds)
         why = implausible(gpu, peak_dtype, result.flops, result.bytes, seconds)
         if why and spec.figures == "estimated":
@@ -60,6 +59,21 @@ def score(verdict: Verdict, problem: Problem, timed: bool) -> tuple[str, list[st
     detail = f"datasheet: {gpu.name}" if gpu else ("no datasheet entry for this device: no roofline"
                                                     if env and env.device == "cuda" else "CPU: no roofline")
     return detail, impossible
+
+
+def set_speedup(result: ShapeResult, spread: float | None, source: str) -> None:
+    """The paired speedup over eager, its interval widened by the between-process `spread`
+    (measure/spread.py) where there is one, and where that came from."""
+    assert result.candidate is not None and result.reference is not None
+    paired = ratio_interval(result.reference.samples, result.candidate.samples)
+    if paired is None:
+        return
+    result.speedup, low, high = paired
+    result.speedups["eager"] = result.speedup
+    if spread is not None:
+        low, high = widen(result.speedup, low, high, spread)
+    result.speedup_low, result.speedup_high = low, high
+    result.speedup_spread, result.spread_source = spread, source if spread is not None else ""
 
 
 def summarize(verdict: Verdict) -> None:
@@ -85,7 +99,8 @@ def baseline_label(kind: str, mode: str) -> str:
 
 
 def apply_baselines(verdict: Verdict, records: list) -> None:
-    """Speedups over the stored references (compile, sota); eager stays the live, paired one.
+    """Speedups over the stored references (compile, sota); eager stays the live, paired one, its
+    interval widened by the stored self-checks' spread between processes where there are some.
 
     A record counts only for the same shape with the same parameters, measured in the same mode
     (events or graphs) on the same platform, which is how the store looks them up."""
@@ -97,6 +112,9 @@ def apply_baselines(verdict: Verdict, records: list) -> None:
             continue
         key = (result.shape, json.dumps(result.params, sort_keys=True))
         for record in by_shape.get(key, []):
+            spread = spread_of(record.speedups) if record.kind == "self" else None
+            if spread is not None and result.reference is not None:
+                set_speedup(result, spread, f"{len(record.speedups)} self-checks in fresh processes")
             if record.stats is None or not record.stats.n:
                 continue
             label = baseline_label(record.kind, record.mode)

@@ -87,7 +87,7 @@ def time_shape(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
     result.flags.append("contention")
     ev.verdict.warnings.append(f"[contention] shape '{shape.name}': the machine was shared while timing, twice "
                                f"({'; '.join(found.reasons)}); its times and speedup are not trustworthy and "
-                               "the reward ignores them")
+                               "the reward counts its speedup as 0x")
     if forged:
         ev.verdict.warnings.append(f"{forged} (not judged: the machine was shared while timing)")
 

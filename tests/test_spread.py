@@ -1,0 +1,104 @@
+"""The between-process spread of a speedup, and the interval widened by it."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from rooftop.measure.spread import DEFAULT_GPU_SPREAD, spread_of, widen
+
+
+def test_self_checks_all_at_one_have_no_spread_and_one_run_is_not_enough():
+    assert spread_of([1.0, 1.0, 1.0]) == 0.0
+    assert spread_of([0.98]) is None
+    assert spread_of([]) is None
+
+
+def test_a_bias_counts_as_much_as_a_scatter():
+    biased = spread_of([0.99, 0.99, 0.99])
+    scattered = spread_of([0.99, 1 / 0.99, 0.99])
+    assert biased is not None and scattered is not None
+    assert biased == pytest.approx(scattered)
+    assert biased > 0.01 * 4  # t(2 degrees of freedom) = 4.3 times the 1 % it strays
+
+
+def test_more_runs_of_the_same_scatter_give_a_narrower_spread():
+    three = spread_of([0.98, 1.02, 1.0])
+    six = spread_of([0.98, 1.02, 1.0] * 2)
+    assert three is not None and six is not None and six < three
+
+
+def test_the_transposed_convolutions_spread_admits_what_they_measured():
+    """Fresh processes of one reference ran 9.3 to 14.5 ms: a self-check's 0.77 lies inside."""
+    runs = [10.8 / 14.5, 14.5 / 9.4, 9.4 / 13.3, 13.3 / 9.6]
+    spread = spread_of(runs)
+    assert spread is not None
+    low, high = widen(0.767, 0.724, 0.913, spread)
+    assert low is not None and high is not None and low <= 1.0 <= high
+
+
+def test_widening_adds_in_quadrature_in_log_space_and_keeps_the_speedup_inside():
+    low, high = widen(1.0, 0.999, 1.001, DEFAULT_GPU_SPREAD)
+    assert low is not None and high is not None
+    between = math.log1p(DEFAULT_GPU_SPREAD)
+    assert math.log(high) == pytest.approx(math.hypot(math.log(1.001), between))
+    assert -math.log(low) == pytest.approx(math.hypot(math.log(1 / 0.999), between))
+    assert low < 0.999 and high > 1.001
+
+
+def test_a_precise_self_check_a_fraction_of_a_percent_off_now_holds_one():
+    """37_FrobeniusNorm on an H200: 0.99978 [0.99959, 0.99987] excluded 1.0 by 0.013 %."""
+    low, high = widen(0.99978, 0.99959, 0.99987, DEFAULT_GPU_SPREAD)
+    assert low is not None and high is not None and low <= 1.0 <= high
+    assert high < 1.003  # still says the ratio is within a few tenths of a percent
+
+
+def test_ends_never_measured_stay_unmeasured():
+    assert widen(1.2, None, None, 0.01) == (None, None)
+
+
+def _result(ratio: float) -> Any:
+    from rooftop.measure.measurement import TimingStats
+    from rooftop.verdict import ShapeResult
+
+    reference = [1e-3 * (1 + 1e-4 * (i % 7)) for i in range(60)]
+    candidate = [r / ratio for r in reference]
+    return ShapeResult(shape="s", split="visible", params={"n": 1},
+                       candidate=TimingStats(clock="cuda_event", samples=candidate),
+                       reference=TimingStats(clock="cuda_event", samples=reference))
+
+
+def test_a_gpu_speedup_takes_the_default_spread_and_says_so():
+    from rooftop.pipeline.scoring import set_speedup
+
+    result = _result(0.9998)
+    set_speedup(result, DEFAULT_GPU_SPREAD, "default")
+    assert result.speedup == pytest.approx(0.9998)
+    assert result.speedup_low is not None and result.speedup_high is not None
+    assert result.speedup_low <= 1.0 <= result.speedup_high
+    assert (result.speedup_spread, result.spread_source) == (DEFAULT_GPU_SPREAD, "default")
+    set_speedup(result, None, "")
+    assert result.speedup_spread is None and result.spread_source == ""
+    assert result.speedup_high is not None and result.speedup_high < 1.0  # the paired interval alone excludes 1.0
+
+
+def test_stored_self_checks_replace_the_default_spread():
+    from rooftop.measure.baselines import BaselineRecord, Platform
+    from rooftop.pipeline.scoring import apply_baselines, set_speedup
+    from rooftop.verdict import Verdict
+
+    result = _result(0.77)
+    set_speedup(result, DEFAULT_GPU_SPREAD, "default")
+    assert result.speedup_high is not None and result.speedup_high < 1.0
+    platform = Platform(device="cuda", device_name="NVIDIA H200", torch="2.11.0")
+    record = BaselineRecord(platform=platform, problem="p", problem_version=1, shape="s", params={"n": 1},
+                            kind="self", speedups=[10.8 / 14.5, 14.5 / 9.4, 9.4 / 13.3])
+    verdict = Verdict(problem="p", problem_version=1, solution="x.py", source_hash="0", status="correct",
+                      reward=None, shapes=[result])
+    apply_baselines(verdict, [record])
+    assert result.spread_source == "3 self-checks in fresh processes"
+    assert result.speedup_low is not None and result.speedup_high is not None
+    assert result.speedup_low <= 1.0 <= result.speedup_high
+    assert "self" not in result.baselines and "self" not in result.speedups
