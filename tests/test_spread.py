@@ -102,3 +102,22 @@ def test_stored_self_checks_replace_the_default_spread():
     assert result.speedup_low is not None and result.speedup_high is not None
     assert result.speedup_low <= 1.0 <= result.speedup_high
     assert "self" not in result.baselines and "self" not in result.speedups
+
+
+@pytest.mark.parametrize("record_traced, applied", [(True, True), (None, False), (False, False)])
+def test_a_gpu_baseline_applies_only_when_timed_under_the_tracer_as_the_candidate(record_traced, applied):
+    from rooftop.measure.baselines import BaselineRecord, Platform
+    from rooftop.measure.measurement import TimingStats
+    from rooftop.pipeline.scoring import apply_baselines
+    from rooftop.verdict import Verdict
+
+    result = _result(1.0)
+    platform = Platform(device="cuda", device_name="NVIDIA H200", torch="2.11.0")
+    record = BaselineRecord(platform=platform, problem="p", problem_version=1, shape="s", params={"n": 1},
+                            kind="compile", stats=TimingStats(clock="cuda_event", samples=[2e-3] * 8),
+                            traced=record_traced)
+    verdict = Verdict(problem="p", problem_version=1, solution="x.py", source_hash="0", status="correct",
+                      reward=None, shapes=[result], traced_calls=64)
+    apply_baselines(verdict, [record])
+    assert ("compile" in result.speedups) is applied
+    assert any(w.startswith("[baselines]") and "without the kernel tracer" in w for w in verdict.warnings) is not applied

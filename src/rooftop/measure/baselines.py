@@ -59,6 +59,9 @@ class BaselineRecord(BaseModel):
     graphs: bool = False
     stats: TimingStats | None = None  # None when it could not be timed (error says why), or for `self`
     speedups: list[float] = []  # self: the reference's speedup over itself in each fresh evaluation
+    # a GPU timing taken under CUPTI's kernel records, as a candidate's calls are (None: a record made
+    # before baselines were, which a traced candidate's speedup must not be read against)
+    traced: bool | None = None
     error: str = ""
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
@@ -122,6 +125,7 @@ def time_baselines(problem: Problem, shapes: list[Shape], device: str, kinds: tu
               if kind in kinds}
     policy = policy or TimingPolicy.for_device(device)
     clock = clock_for(dev, traced=True)  # as a candidate's calls are timed (checks on): under the kernel tracer
+    traced = dev.type == "cuda" and getattr(clock, "traced", False)
     sm_clock = SmClock.open(dev)[0] if dev.type == "cuda" else None
     memory = device_memory(dev)
     seeds = random.Random(20261121)
@@ -140,7 +144,8 @@ def time_baselines(problem: Problem, shapes: list[Shape], device: str, kinds: tu
                 continue  # no sota.py, or no starter: nothing to time
             record = BaselineRecord(platform=platform, problem=problem.name, problem_version=problem.spec.version,
                                     shape=shape.name, params=shape.params, kind=kind,
-                                    mode=mode if kind == "compile" else "", graphs=graphs)
+                                    mode=mode if kind == "compile" else "", graphs=graphs,
+                                    traced=traced if dev.type == "cuda" else None)
             if progress:
                 progress(f"{problem.name} {shape.name}: {kind}")
             skip = _skip_reason(problem, kind)

@@ -122,6 +122,11 @@ class CudaEventClock:
         return probe / max(self._start.elapsed_time(self._end) / 1e3, 1e-6)
 
     @property
+    def traced(self) -> bool:
+        """Whether its timed calls carry CUPTI's kernel records (a sealed child's: whenever attached)."""
+        return self._sealed is not None and self._sealed.tracing and self._traced is not False
+
+    @property
     def hold(self) -> float:
         """Seconds the next timed call's spin lasts."""
         return hold_seconds(self._queueing)

@@ -103,10 +103,21 @@ def apply_baselines(verdict: Verdict, records: list) -> None:
     interval widened by the stored self-checks' spread between processes where there are some.
 
     A record counts only for the same shape with the same parameters, measured in the same mode
-    (events or graphs) on the same platform, which is how the store looks them up."""
+    (events or graphs) on the same platform, which is how the store looks them up, and on a GPU
+    only when it was timed under the kernel tracer exactly when the candidate was."""
     by_shape: dict[tuple[str, str], list] = {}
+    traced = verdict.traced_calls > 0
+    stale = sorted({r.kind for r in records if r.kind != "self" and r.platform.device == "cuda"
+                    and bool(r.traced) != traced})
     for record in records:
+        if record.kind in stale:
+            continue
         by_shape.setdefault((record.shape, record.params_key), []).append(record)
+    if stale:
+        verdict.warnings.append(f"[baselines] the stored {', '.join(stale)} baselines were timed "
+                                f"{'without' if traced else 'under'} the kernel tracer this candidate's calls "
+                                f"{'carry' if traced else 'did not carry'} (up to 5 % apart on memory-bound "
+                                "kernels), so they are not applied; `rooftop baselines` times them again")
     for result in verdict.shapes:
         if result.candidate is None or not result.candidate.n or result.candidate.median <= 0:
             continue
