@@ -22,6 +22,16 @@ def test_correct_with_cpu_timings():
     assert v.reward == pytest.approx(v.summary.geomean_speedup - 1)
 
 
+def test_the_phases_say_where_each_kind_of_call_spent_its_round_trips():
+    v = run("scale", "good.py")
+    phases = v.phases
+    for kind in ("checked_calls", "timed_calls"):
+        trip = phases[f"{kind}_round_trip"]
+        steps = [phases[f"{kind}_child_{step}"] for step in ("inputs", "clock", "probes", "checks")]
+        assert 0 < sum(steps) <= trip, (kind, phases)
+    assert phases["timed_output_checks"] >= 0 and phases["reference"] > 0
+
+
 def test_triton_runs_in_the_interpreter_on_cpu():
     v = run("scale", "triton_scale.py", shapes="all")
     assert v.status.value == "correct", v.messages

@@ -65,6 +65,7 @@ def call(ev: Evaluation, shape: Shape, *, full: bool = False, audit: bool = Fals
     reply, wall = ev.session.request(request, CallReply, ev.state.deadline)
     clock = _sm_clock(ev) if timed else None
     _check_reply(ev, shape, seed, reply, inputs if full else None, wall)
+    spent(ev, "timed_calls" if timed else "checked_calls", wall, reply)
     note_call(ev, shape.name, reply.seconds, listed=listed)
     return Called(reply, expected, inputs, reference_seconds, wall, reference_wall, reference_clock, clock, seed)
 
@@ -155,5 +156,19 @@ def _check_reply(ev: Evaluation, shape: Shape, seed: int, reply: CallReply, inpu
                          f"took {wall:.3g} s of trusted wall time")
 
 
+def spent(ev: Evaluation, kind: str, wall: float, reply: CallReply) -> None:
+    """Where a call's round trip went, summed into the verdict's phases: the round trips of each
+    kind, and in them the child's own steps (its word: where the time went, never a figure judged)."""
+    ev.add_time(f"{kind}_round_trip", wall)
+    for step, seconds in reply.spent.items():
+        if 0.0 <= seconds <= wall:
+            ev.add_time(f"{kind}_child_{step}", seconds)
+
+
 def _sm_clock(ev: Evaluation) -> float | None:
-    return ev.sm_clock.read() if ev.sm_clock is not None else None
+    if ev.sm_clock is None:
+        return None
+    started = time.perf_counter()
+    mhz = ev.sm_clock.read()
+    ev.add_time("sm_clock_reads", time.perf_counter() - started)
+    return mhz

@@ -8,6 +8,7 @@ reads back what the trusted side asked for. Runs only in the evaluation child.
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -27,6 +28,18 @@ from rooftop.pipeline.protocol import CallReply, CallRequest, CallTrace, Kernel,
 from rooftop.problem.instance import ProblemInstance
 from rooftop.values import clone, tensors
 from rooftop.verdict import GateFailed, Status
+
+
+class Steps:
+    """Seconds since the last step, added to `spent` under each step's name."""
+
+    def __init__(self, spent: dict[str, float]) -> None:
+        self.spent, self.last = spent, time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.spent[name] = self.spent.get(name, 0.0) + now - self.last
+        self.last = now
 
 
 def _first_input(*inputs: Any) -> Any:
@@ -72,22 +85,27 @@ class CallRunner:
     def call(self, request: CallRequest) -> CallReply:
         shape = self.shapes[request.shape]
         model = _first_input if request.noop else self.models[request.shape]
+        reply = CallReply()
+        step = Steps(reply.spent)
         with harness_step("making the inputs"):
             inputs = self._inputs(request)
-        reply = CallReply()
+        step("inputs")
         with harness_step("snapshotting the inputs"):
             if request.check_inputs:
                 reply.inputs = [probe_output(x) for x in inputs]
             pristine = clone(inputs) if request.check_inputs else None
+        step("snapshot")
         audit = Audit(count_compute=request.audit and not request.noop and
                       not self.job.problem.spec.policy.allow_torch_ops)
         result, inputs = self._run(request, shape.name, model, inputs, audit, reply)
+        step("clock")
         reply.findings = audit.findings() + self._tampering()
         if request.probe:
             reply.outputs = probe_outputs(result)
         outs = [t for t in tensors(result) if type(t) is torch.Tensor]
         reply.aliased_inputs = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)
                                 and any(storage_overlaps(o, x) for o in outs)]
+        step("probes")
         with harness_step("comparing the inputs with their snapshot"):
             if pristine is not None:
                 reply.changed_inputs = modified_inputs(pristine, inputs)
@@ -99,6 +117,7 @@ class CallRunner:
                     reply.landed = self._target(request.landing).write(values)
         if request.full:
             release_cached(self.device)
+        step("checks")
         return reply
 
     def _target(self, spec: LandingSpec) -> LandingTarget:

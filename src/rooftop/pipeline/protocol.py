@@ -143,6 +143,9 @@ class CallReply(_Reply):
     findings: list[str] = []  # what the runtime audits saw
     changed_inputs: list[int] = []
     aliased_inputs: list[int] = []
+    # the child's own seconds per step of this call (inputs, the timed call with its flush and spin,
+    # probes, ...): where a round trip went, summed into the verdict's phases; never judged
+    spent: dict[str, float] = {}
 
 
 class TraceReply(_Reply):

@@ -123,7 +123,9 @@ def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
             if compare and not referenced:
                 called = expect(ev, shape, called)
             result.timed_checks += int(compare)
+            started = time.perf_counter()
             _check_timed_output(ev, shape, called, calls, compare)
+            ev.add_time("timed_output_checks", time.perf_counter() - started)
         if extra:  # the listed call, made after a wall-time cap stopped the samples first
             continue
         reference = Taken(float(called.reference_seconds or 0.0), called.reference_clock,
