@@ -31,6 +31,12 @@ class SolutionError(UserError):
     """A solution path that does not exist or has nothing to evaluate."""
 
 
+def on_one_line(text: str, limit: int = 300) -> str:
+    """`text` with its whitespace runs made single spaces, cut to `limit` characters with "..."."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def is_out_of_memory(exc: BaseException) -> bool:
     """A failed allocation: Python's MemoryError, torch's OutOfMemoryError (host or device), or
     an allocator's message saying so (read without importing torch)."""

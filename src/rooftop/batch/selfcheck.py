@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from rooftop.api import run_evaluation
 from rooftop.batch import Progress, Quiet
-from rooftop.errors import UserError
+from rooftop.errors import UserError, on_one_line
 from rooftop.pipeline.evaluate import resolve_device
 from rooftop.pipeline.job import Settings
 from rooftop.problem.spec import Policy, Problem
@@ -98,8 +98,7 @@ def failure_status(exc: Exception) -> str:
 
 
 def one_line(exc: Exception, limit: int = 300) -> str:
-    text = " ".join((str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}").split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return on_one_line(str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}", limit)
 
 
 def self_solution(problem: Problem, folder: Path) -> Path:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from rooftop.cli.progress import VerdictLines, outcome_note, short
+from rooftop.cli.progress import NOTE_LIMIT, VerdictLines, outcome_note
+from rooftop.errors import on_one_line
 from rooftop.service.jobs import Job, JobState
 from rooftop.service.queue import JobQueue
 from rooftop.store.db import Store
@@ -35,7 +36,7 @@ class ReportingQueue(JobQueue):
     def fail(self, ident: str, error: str) -> None:
         super().fail(ident, error)
         if (name := self._ended(ident)) is not None:
-            self._lines.finished(name, "failed", f"no verdict: {short(error)}")
+            self._lines.finished(name, "failed", f"no verdict: {on_one_line(error, NOTE_LIMIT)}")
 
     def _ended(self, ident: str) -> str | None:
         """The name for a watched job's line, once (None: not watched, or no line is shown)."""

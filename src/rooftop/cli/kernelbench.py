@@ -171,10 +171,11 @@ def selfcheck_command(
 
 def _selfcheck_note(row: SelfCheckRow) -> str:
     """A row's check in a few words, for its line on a pipe: pass (with its speedup) or fail (why)."""
-    from rooftop.cli.progress import outcome_note, short
+    from rooftop.cli.progress import NOTE_LIMIT, outcome_note
+    from rooftop.errors import on_one_line
 
     if not row.passed:
-        return f"fail: {short(row.reason)}"
+        return f"fail: {on_one_line(row.reason, NOTE_LIMIT)}"
     check = "pass" if row.interval_checked else "pass unchecked"
     return check + (f", {outcome_note(row.speedup)}" if row.speedup is not None else "")
 

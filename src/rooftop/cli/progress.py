@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import TaskID
 
 from rooftop.cli.common import err, progress_bar
+from rooftop.errors import on_one_line
 from rooftop.pipeline.events import DeviceWait, Event, EventSink, GateFinished, GateStarted, Samples, ShapeDone
 
 
@@ -81,6 +82,9 @@ def event_display(enabled: bool, total: int | None = None) -> Iterator[EventDisp
         yield display
 
 
+NOTE_LIMIT = 120  # characters of a reason on a job's line
+
+
 class VerdictLines:
     """One line per finished evaluation (or batch job), for a log (CI, `| tee`, `> file`) that
     would otherwise show nothing of a long run until its final table. Writes to the stream it was
@@ -121,9 +125,4 @@ def expected_note(status: str, expected: str | None) -> str:
 
 def outcome_note(speedup: float | None, reason: str = "") -> str:
     """The speedup where there is one, else the reason, cut to one short line."""
-    return f"speedup {speedup:.3f}x" if speedup is not None else short(reason)
-
-
-def short(text: str, limit: int = 120) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return f"speedup {speedup:.3f}x" if speedup is not None else on_one_line(reason, NOTE_LIMIT)

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from rooftop.score.reward import unmeasured
+from rooftop.score.reward import unmeasured, unmeasured_note
 from rooftop.verdict import Status, Verdict
 
 STATUS_STYLE = {
@@ -80,9 +80,8 @@ def print_verdict(verdict: Verdict, console: Console) -> None:
     if verdict.status is Status.correct and verdict.summary.geomean_speedup is not None:
         others = "".join(f" · over {k} {v:.3f}x" for k, v in verdict.summary.geomean_speedups.items()
                          if k != "eager")
-        missed = unmeasured(verdict)
-        partial = (f" (measured shapes only; not measured on {len(missed)} of {len(verdict.shapes)} shapes "
-                   f"({', '.join(sorted(set(missed.values())))}): the reward counts 0x)") if missed else ""
+        missed = unmeasured_note(verdict)
+        partial = f" (measured shapes only; {missed}: the reward counts 0x)" if missed else ""
         console.print(f"geomean speedup over eager {verdict.summary.geomean_speedup:.3f}x{partial}{others}"
                       + (f" · geomean roofline {verdict.summary.geomean_roofline:.1%}{estimated(verdict)}"
                          if verdict.summary.geomean_roofline is not None else "")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from rooftop.score.aggregate import geomean
-from rooftop.score.reward import unmeasured
+from rooftop.score.reward import unmeasured_note
 from rooftop.verdict import ShapeResult, Status, Verdict
 
 MAX_MESSAGE = 4000  # characters of one message an agent is shown
@@ -79,11 +79,7 @@ def agent_view(verdict: Verdict, reward: float, graded: bool = False) -> AgentVi
 
 def _ignored(verdict: Verdict) -> str | None:
     """Why the reward ignores a correct verdict's speedup, naming no shape; None when it uses it."""
-    missed = unmeasured(verdict) if verdict.status is Status.correct else {}
-    if not missed:
-        return None
-    why = ", ".join(sorted(set(missed.values())))
-    return f"not measured on {len(missed)} of {len(verdict.shapes)} shapes ({why})"
+    return unmeasured_note(verdict) if verdict.status is Status.correct else None
 
 
 def _shape(row: ShapeResult, messages: bool) -> ShapeView:

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from rooftop.errors import SpecError
+from rooftop.errors import SpecError, on_one_line
 from rooftop.problem.spec import Problem, Shape
 
 _META = re.compile(r"\bmeta\b", re.IGNORECASE)
@@ -179,8 +179,7 @@ def _meta_only(exc: Exception) -> bool:
 
 def _describe(exc: BaseException, limit: int = 300) -> str:
     """The exception on one line (the CLI prints a SpecError as one line), cut if very long."""
-    text = " ".join(f"{type(exc).__name__}: {exc}".split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return on_one_line(f"{type(exc).__name__}: {exc}", limit)
 
 
 def _parameters(fn: Callable[..., Any]) -> str:

@@ -66,6 +66,14 @@ def unmeasured(verdict: Verdict) -> dict[str, str]:
     return found
 
 
+def unmeasured_note(verdict: Verdict) -> str | None:
+    """`not measured on 1 of 2 shapes (machine shared)`, naming no shape; None when all were measured."""
+    missed = unmeasured(verdict)
+    if not missed:
+        return None
+    return f"not measured on {len(missed)} of {len(verdict.shapes)} shapes ({', '.join(sorted(set(missed.values())))})"
+
+
 def reward_speedup(verdict: Verdict) -> float | None:
     """The speedup the reward counts: the headline one when measured, UNMEASURED_SPEEDUP when
     timing ran but some shape was not measured, None when it was not timed (see the module's doc)."""
