@@ -122,3 +122,18 @@ def test_a_gpu_baseline_applies_only_when_timed_under_the_tracer_as_the_candidat
     assert ("compile" in result.speedups) is applied
     warned = any(w.startswith("[baselines]") and "without the kernel tracer" in w for w in verdict.warnings)
     assert warned is not applied
+
+
+def test_the_shape_table_says_what_its_intervals_hold():
+    from rooftop.cli.render import spread_notes
+    from rooftop.pipeline.scoring import set_speedup
+    from rooftop.verdict import Verdict
+
+    result = _result(1.0)
+    verdict = Verdict(problem="p", problem_version=1, solution="x.py", source_hash="0", status="correct",
+                      reward=None, shapes=[result])
+    set_speedup(result, None, "")
+    assert ["no spread between processes" in n for n in spread_notes(verdict)] == [True]
+    set_speedup(result, DEFAULT_GPU_SPREAD, "default")
+    assert spread_notes(verdict) == ["speedup intervals include ±0.25% between processes (GPU default; "
+                                     "`rooftop baselines --kinds self` measures this problem's)"]

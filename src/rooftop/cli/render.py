@@ -150,6 +150,9 @@ def spread_notes(verdict: Verdict) -> list[str]:
         where = ("GPU default; `rooftop baselines --kinds self` measures this problem's" if source == "default"
                  else source)
         notes.append(f"speedup intervals include ±{spread:.2%} between processes ({where})")
+    if any(r.speedup_low is not None and r.speedup_spread is None for r in verdict.shapes):
+        notes.append("speedup intervals: the paired samples' alone, no spread between processes "
+                     "(`rooftop baselines --kinds self` measures it)")
     return notes
 
 
