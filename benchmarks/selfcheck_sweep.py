@@ -4,10 +4,12 @@ the speedup strays from 1.0, and how often its 95 % interval admits 1.0.
 A reference timed against itself must come out 1.0. What strays measures the harness (anything the
 candidate's timed calls carry that the reference's do not) and the problem (kernels whose time moves
 from one process to the next). With `--repeats N` every problem is self-checked N times with the
-checks on, each in a fresh child, which gives the between-process spread of its speedup.
+checks on, each in a fresh child, which gives the between-process spread of its speedup. With
+`--shard K/N` a process takes every N-th problem from the K-th: one process per GPU, each with its own
+CUDA_VISIBLE_DEVICES, sweeps a deck N times as fast.
 
     python benchmarks/selfcheck_sweep.py kernelbench/level1 [kernelbench/level2 ...] [--variants on,off]
-        [--repeats 1] [--only 95_,36_] [--budget SECONDS] [--jsonl out.jsonl]
+        [--repeats 1] [--only 95_,36_] [--budget SECONDS] [--jsonl out.jsonl] [--shard K/N]
     python benchmarks/selfcheck_sweep.py --summary out.jsonl [more.jsonl ...]   # the table of earlier runs
 
 Rows go to the JSONL file as they come, so a run cut short keeps what it measured. The table: per
@@ -27,35 +29,45 @@ from typing import Any
 
 from rooftop.batch.selfcheck import selfcheck
 from rooftop.errors import UserError
-from rooftop.pipeline.job import Settings
+from rooftop.pipeline.job import DeviceChoice, Settings
 from rooftop.problem.registry import resolve_many
 
 VARIANTS = {"on": True, "off": False}  # the checks
+CHUNK = 5  # problems self-checked per variant before the other variant takes them
 
 
 def sweep(decks: list[str], variants: list[str], repeats: int, only: list[str], budget: float,
-          out: Path | None) -> list[dict[str, Any]]:
-    """Self-check every problem of the decks, the variants alternated per problem so drift hits each alike."""
+          out: Path | None, shard: tuple[int, int] = (0, 1), chunk: int = CHUNK) -> list[dict[str, Any]]:
+    """Self-check every problem of the decks (this shard's: every n-th from the k-th), a few
+    problems at a time: each chunk once per variant, so drift hits the variants alike, and through
+    one `selfcheck` call per chunk, which starts the next problem's child while one is judged."""
     problems = [p for deck in decks for p in resolve_many(deck)]
     if only:
         problems = [p for p in problems if any(o in p.name for o in only)]
+    problems = problems[shard[0]::shard[1]]
     deadline = time.monotonic() + budget
     rows: list[dict[str, Any]] = []
-    for problem in problems:
+    for start in range(0, len(problems), chunk):
+        group = problems[start:start + chunk]
         for repeat in range(repeats):
             for variant in variants if repeat == 0 else ["on"]:
                 if time.monotonic() > deadline:
                     print(f"stopped at the budget ({budget:.0f} s): {len(rows)} rows", file=sys.stderr)
                     return rows
-                started = time.monotonic()
-                (row,) = selfcheck([problem], Settings(device="cuda", checks=VARIANTS[variant]))
-                record = {"variant": variant, "repeat": repeat, "seconds": round(time.monotonic() - started, 2),
-                          **row.model_dump(mode="json")}
-                rows.append(record)
-                if out is not None:
-                    with out.open("a") as f:
-                        f.write(json.dumps(record) + "\n")
-                print(_line(record), flush=True)
+                began = time.monotonic()
+
+                def keep(row: Any, variant: str = variant, repeat: int = repeat) -> None:
+                    nonlocal began
+                    record = {"variant": variant, "repeat": repeat, "seconds": round(time.monotonic() - began, 2),
+                              **row.model_dump(mode="json")}
+                    began = time.monotonic()
+                    rows.append(record)
+                    if out is not None:
+                        with out.open("a") as f:
+                            f.write(json.dumps(record) + "\n")
+                    print(_line(record), flush=True)
+
+                selfcheck(group, Settings(device=DeviceChoice.cuda, checks=VARIANTS[variant]), on_row=keep)
     return rows
 
 
@@ -115,6 +127,13 @@ def _spread(rows: list[dict[str, Any]]) -> list[float]:
     return [max(v) - min(v) for v in by_shape.values() if len(v) > 1]
 
 
+def _shard(text: str) -> tuple[int, int] | None:
+    k, _, n = text.partition("/")
+    if not (k.isdigit() and n.isdigit()) or not 0 <= int(k) < int(n):
+        return None
+    return int(k), int(n)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("decks", nargs="*", help="decks or problems ('kernelbench/level1')")
@@ -123,6 +142,7 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated substrings of the problem names to keep")
     parser.add_argument("--budget", type=float, default=float("inf"), help="stop starting new rows after SECONDS")
     parser.add_argument("--jsonl", type=Path, help="append each row to this file as it comes")
+    parser.add_argument("--shard", default="0/1", help="K/N: every N-th problem from the K-th (one process per GPU)")
     parser.add_argument("--summary", type=Path, nargs="+", help="print the table of earlier runs' JSONL files")
     args = parser.parse_args()
     if args.summary:
@@ -131,11 +151,13 @@ def main() -> int:
         return 0
     variants = [v for v in args.variants.split(",") if v]
     wrong = [v for v in variants if v not in VARIANTS]
-    if not args.decks or wrong or args.repeats < 1:
-        parser.error("give at least one deck, --variants from on,off and --repeats of 1 or more")
+    shard = _shard(args.shard)
+    if not args.decks or wrong or args.repeats < 1 or shard is None:
+        parser.error("give at least one deck, --variants from on,off, --repeats of 1 or more and --shard K/N "
+                     "with 0 <= K < N")
     try:
         rows = sweep(args.decks, variants, args.repeats, [o for o in args.only.split(",") if o], args.budget,
-                     args.jsonl)
+                     args.jsonl, shard)
     except UserError as exc:
         print(f"selfcheck_sweep: {exc}", file=sys.stderr)
         return 2

@@ -131,3 +131,23 @@ def test_changing_the_reference_s_tracing_drops_its_clock():
         assert trusted.traced and trusted.clock is not first
     finally:
         trusted.release()
+
+
+def test_the_clock_keeps_the_host_s_time_to_queue_its_last_call():
+    clock = _clock(FakeTimer(), None)
+    clock.last_hold = clock.last_queued = 0.0
+    clock.time(lambda: None)
+    assert clock.last_hold == pytest.approx(200e-6)  # the spin it was given
+    assert 0.0 <= clock.last_queued < 0.1
+
+
+def test_a_side_whose_host_outlasts_its_spin_on_most_calls_is_named_host_bound():
+    from rooftop.pipeline.timing import host_bound
+
+    steady = [-150e-6] * 20  # queued well within the spin every time
+    assert host_bound({"candidate": steady, "reference": steady}) == ""
+    launch_bound = [1.2e-3] * 15 + [-1e-5] * 5  # 2,000 launches outlast even the longest spin
+    found = host_bound({"candidate": steady, "reference": launch_bound})
+    assert "reference" in found and "candidate" not in found and "15 of 20" in found and "1200 us" in found
+    assert host_bound({"candidate": [1e-4] * 3 + [-1e-4] * 7}) == ""  # a few late calls are not the shape's rule
+    assert host_bound({"candidate": [], "reference": []}) == ""

@@ -106,6 +106,7 @@ class CudaEventClock:
         self._queueing: deque[float] = deque(maxlen=self.HOLD_WINDOW)
         self._reset_persisting = _persisting_l2_reset()
         self.last_hold = 0.0  # seconds the last timed call's spin lasted
+        self.last_queued = 0.0  # seconds the host took to queue the last timed call's work
 
     def cycles_for(self, seconds: float) -> int:
         """GPU clock cycles that `_sleep` spins for `seconds` (the rate measured when the clock was made)."""
@@ -148,7 +149,8 @@ class CudaEventClock:
         self._start.record()
         call()
         self._end.record()
-        self._queueing.append(time.perf_counter() - queued)
+        self.last_queued = time.perf_counter() - queued
+        self._queueing.append(self.last_queued)
         self._hold_cycles = self.cycles_for(self.hold)
         self._end.synchronize()
         return self._start.elapsed_time(self._end) / 1e3
@@ -170,7 +172,8 @@ class CudaEventClock:
         self._sealed.cuda_begin(stream, self._hold_cycles)
         queued = time.perf_counter()
         call()
-        self._queueing.append(time.perf_counter() - queued)
+        self.last_queued = time.perf_counter() - queued
+        self._queueing.append(self.last_queued)
         self._hold_cycles = self.cycles_for(self.hold)
         return self._sealed.cuda_end(stream)
 

@@ -38,6 +38,9 @@ class Called(NamedTuple):
     reference_clock: float | None  # SM clock (MHz) just after the reference ran
     clock: float | None  # SM clock just after the candidate's call
     seed: int  # the inputs' seed: the same inputs can be made again
+    # seconds the host took to queue the reference's work, and the spin before it: a timed reference
+    # whose queueing outlasts its spin is bound by its host (pipeline/timing.py flags the shape)
+    reference_queue: tuple[float, float] = (0.0, 0.0)
 
 
 def call(ev: Evaluation, shape: Shape, *, full: bool = False, audit: bool = False, listed: bool = False,
@@ -54,9 +57,11 @@ def call(ev: Evaluation, shape: Shape, *, full: bool = False, audit: bool = Fals
     graph = timed and graphs
     inputs: list[Any] = []
     expected, reference_seconds, reference_wall, reference_clock = None, None, 0.0, None
+    queue = (0.0, 0.0)
     if reference:
         inputs, expected, reference_seconds, reference_wall = _reference(ev, shape, seed, timed=timed, graph=graph)
         reference_clock = _sm_clock(ev) if timed else None
+        queue = _queue(ev) if timed else queue
     landing = _landing(ev, expected) if full else None
     request = CallRequest(gate=ev.state.gate, shape=shape.name, seed=seed, full=full,
                           audit=audit and checks and not graph, check_inputs=full, probe=checks or full,
@@ -67,7 +72,7 @@ def call(ev: Evaluation, shape: Shape, *, full: bool = False, audit: bool = Fals
     _check_reply(ev, shape, seed, reply, inputs if full else None, wall)
     spent(ev, "timed_calls" if timed else "checked_calls", wall, reply)
     note_call(ev, shape.name, reply.seconds, listed=listed)
-    return Called(reply, expected, inputs, reference_seconds, wall, reference_wall, reference_clock, clock, seed)
+    return Called(reply, expected, inputs, reference_seconds, wall, reference_wall, reference_clock, clock, seed, queue)
 
 
 def harness_costs(ev: Evaluation, shape: Shape, calls: int) -> list[float]:
@@ -163,6 +168,18 @@ def spent(ev: Evaluation, kind: str, wall: float, reply: CallReply) -> None:
     for step, seconds in reply.spent.items():
         if 0.0 <= seconds <= wall:
             ev.add_time(f"{kind}_child_{step}", seconds)
+    if 0.0 < reply.hold <= wall:
+        ev.add_time(f"{kind}_child_clock_spin", reply.hold)
+
+
+def _queue(ev: Evaluation) -> tuple[float, float]:
+    """The trusted clock's last timed call: its host's seconds to queue the work, and the spin before it."""
+    assert ev.trusted is not None
+    clock = ev.trusted.clock
+    queued, hold = float(getattr(clock, "last_queued", 0.0)), float(getattr(clock, "last_hold", 0.0))
+    if hold > 0.0:
+        ev.add_time("reference_spin", hold)
+    return queued, hold
 
 
 def _sm_clock(ev: Evaluation) -> float | None:

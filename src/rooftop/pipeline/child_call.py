@@ -165,6 +165,7 @@ class CallRunner:
             else:
                 reply.seconds = self.clock.time(run)
                 reply.hold = getattr(self.clock, "last_hold", 0.0)
+                reply.queued = getattr(self.clock, "last_queued", 0.0)
             if isinstance(self.clock, CudaEventClock):
                 self.clock.close()
         return box["result"], inputs

@@ -137,6 +137,9 @@ class CallReply(_Reply):
     op: Literal["call"] = "call"
     seconds: float | None = None  # the clock's time for the call
     hold: float = 0.0  # seconds the GPU spun before the start event (not timed, inside the round trip)
+    # seconds the host took to queue the call's work: longer than `hold` means the events timed the
+    # host's launches (the child's word: it flags a shape, never judges one)
+    queued: float = 0.0
     outputs: list[Probe] = []  # values at random positions of each output
     inputs: list[Probe] = []  # values at random positions of the inputs it generated
     landed: list[Landed] | None = None  # full=True: every output's dtype and shape, and whether it was written
