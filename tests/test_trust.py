@@ -75,6 +75,12 @@ def test_probes_catch_wrong_values_types_and_forged_positions():
     assert "torch.Tensor" in check_probes(spec, expected, [probe_output([1, 2])])[0].message
     forged = probe_output(expected).model_copy(update={"positions": [10**9]})
     assert "not valid" in check_probes(spec, expected, [forged])[0].message
+    honest = probe_output(expected)
+    for positions in ([-1] + honest.positions[1:], honest.positions[:-1] + [expected.numel()]):
+        forged = honest.model_copy(update={"positions": positions})
+        assert "not valid" in check_probes(spec, expected, [forged])[0].message
+        assert same_inputs([expected], [forged]) == "input 0"  # the inputs' probes are held to the same bounds
+    assert same_inputs([expected], [honest]) == ""
 
 
 def test_probe_positions_are_fresh_each_time():

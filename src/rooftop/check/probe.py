@@ -94,8 +94,9 @@ def _check_one(spec: ProblemSpec, index: int, name: str, ref: Any, probe: Probe)
         return Mismatch(name, f"dtype {probe.dtype} != expected {dtype_name(ref.dtype)}")
     if probe.device != str(ref.device):
         return Mismatch(name, f"device {probe.device} != expected {ref.device}")
-    if len(probe.positions) != len(probe.values) or any(not 0 <= p < ref.numel() for p in probe.positions) \
-            or (ref.numel() and not probe.positions):
+    numel = ref.numel()
+    if len(probe.positions) != len(probe.values) or (numel and not probe.positions) or \
+            not _valid(probe.positions, numel):
         return Mismatch(name, "the probe's positions are not valid for this output")
     if not probe.positions:
         return None
@@ -111,6 +112,11 @@ def _check_one(spec: ProblemSpec, index: int, name: str, ref: Any, probe: Probe)
     first = found[0]
     return Mismatch(name, f"{len(probe.positions)} sampled elements: {first.message}", first.max_abs_error,
                     first.max_rel_error, first.norm_rel_error, first.tolerance)
+
+
+def _valid(positions: list[int], numel: int) -> bool:
+    """Whether every position indexes an output of `numel` elements (checked per call: the bounds alone)."""
+    return not positions or 0 <= min(positions) <= max(positions) < numel
 
 
 def _single_output(spec: ProblemSpec, index: int, dtype: str) -> ProblemSpec:
@@ -136,8 +142,8 @@ def same_inputs(inputs: list[Any], probes: list[Probe]) -> str:
             if probe.type == "Tensor" or (probe.value is not None and probe.value != x):
                 return f"input {i}"
             continue
-        if probe.type != "Tensor" or probe.shape != list(x.shape) or \
-                any(not 0 <= p < x.numel() for p in probe.positions) or len(probe.positions) != len(probe.values):
+        if probe.type != "Tensor" or probe.shape != list(x.shape) or not _valid(probe.positions, x.numel()) or \
+                len(probe.positions) != len(probe.values):
             return f"input {i}"
         if probe.positions:
             flat = x.detach().reshape(-1)[torch.tensor(probe.positions, dtype=torch.long, device=x.device)]

@@ -71,7 +71,9 @@ class PairedSampling:
             for i, sampler, t in present:
                 sampler.add(t.seconds, t.clock)
                 self.walls[i] += t.wall
-        time.sleep(max(s.pause_after(t.seconds, t.clock) for _, s, t in present))
+        pause = max(s.pause_after(t.seconds, t.clock) for _, s, t in present)
+        if pause > 0:
+            time.sleep(pause)
 
     def stats(self, clock: str) -> list[TimingStats]:
         return [s.stats(clock, wall) for s, wall in zip(self.samplers, self.walls)]
