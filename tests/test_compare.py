@@ -144,10 +144,29 @@ def _decides_as_the_float64_pass(monkeypatch, cases) -> None:
             assert a is None or a == b or (a != a and b != b) or abs(a - b) <= 1e-6 * abs(b) + 1e-30
 
 
-def test_screening_pass_decides_exactly_as_the_float64_pass(monkeypatch):
-    """The float32 screen may only settle comparisons that pass with room to spare: over the
-    cases every verdict and message equals the float64 pass's, and its figures agree."""
+@pytest.mark.parametrize("path", ["numpy", "torch"])
+def test_screening_pass_decides_exactly_as_the_float64_pass(monkeypatch, path):
+    """The screen may only settle comparisons that pass with room to spare: over the cases every
+    verdict and message equals the float64 pass's, and its figures agree, whether a small host
+    output is screened through numpy (probes, CPU outputs) or through the torch passes."""
+    import rooftop.check.compare as compare
+
+    if path == "torch":
+        monkeypatch.setattr(compare, "SMALL", 0)
     _decides_as_the_float64_pass(monkeypatch, _screen_cases())
+
+
+def test_the_numpy_screen_reads_the_torch_passes_figures():
+    """The two host screens give the same five figures (the numpy one in float64 throughout)."""
+    import rooftop.check.compare as compare
+
+    for problem, ref, got in _screen_cases():
+        tol = problem.tolerance_for(dtypes.from_torch(ref.dtype), None)
+        small = compare._screen_small(ref, got, tol)
+        passes = compare._screen_passes(ref.double(), got.double(), tol)
+        assert small[4] == passes[4]  # elements near their bound
+        for a, b in zip(small[:4], passes[:4]):
+            assert (a != a and b != b) or a == b or abs(a - b) <= 1e-12 * abs(b), (a, b)
 
 
 def test_screening_pass_settles_the_common_case():
