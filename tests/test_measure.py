@@ -197,12 +197,17 @@ def test_a_short_kernel_stops_on_precision_after_the_wall_time_minimum():
     assert _sample_until_stopped(old, 25e-6, 1e-3)[0].stopped_by == "max_samples"
 
 
-def test_a_long_kernel_still_stops_on_measured_time():
-    """A 4 ms kernel whose calls cost 20 ms of wall: the wall-time minimum does not apply to it."""
+def test_a_long_kernel_stops_on_wall_time_too_and_on_measured_time_when_that_comes_first():
+    """A 4 ms kernel whose calls cost 20 ms of wall stops at 0.5 s of wall time (25 samples, not
+    the 125 that 0.5 s of measured time took); one whose calls cost no more than its own time
+    reaches 0.5 s of measured time as soon."""
     policy = TimingPolicy(warmup_calls=0, warmup_seconds=0)
     sampler, wall = _sample_until_stopped(policy, 4e-3, 20e-3)
-    assert sampler.stopped_by == "precision" and sum(sampler.samples) >= policy.min_seconds
-    assert len(sampler.samples) == 125 and wall > 2.0
+    assert sampler.stopped_by == "precision" and len(sampler.samples) == 26 and 0.5 <= wall < 0.55
+    lean, wall = _sample_until_stopped(policy, 4e-3, 4e-3)
+    assert lean.stopped_by == "precision" and sum(lean.samples) >= policy.min_seconds and len(lean.samples) <= 127
+    held = _sample_until_stopped(policy.model_copy(update={"min_wall_seconds": float("inf")}), 4e-3, 20e-3)[0]
+    assert len(held.samples) == 125  # measured time alone: the rule before
 
 
 def test_precision_is_still_required_after_the_wall_time_minimum():

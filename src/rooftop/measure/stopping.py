@@ -20,20 +20,20 @@ from rooftop.measure.measurement import TimingStats, relative_standard_error
 class TimingPolicy(BaseModel):
     """Sampling may stop once it has `min_samples` samples, the median's relative standard error is
     at most `target_rse` (None: no precision rule, stop at the minimums), and `min_seconds` of
-    measured time have passed; it must stop at any cap, even short of `min_samples` (a slow call
-    on a CPU can meet `max_wall_seconds` after one sample: such a measurement has a median but no
-    interval, see `measurement.MIN_INTERVAL_SAMPLES`). A short kernel, one whose median times
-    `max_samples` falls short of `min_seconds`, could never meet that minimum before the sample cap
-    (0.5 s of measured time is 20,000 calls of a 25 us kernel, each costing a round trip and fresh
-    inputs): for it `min_wall_seconds` of wall time since the first sample stands in. A long kernel
-    stops as it always did. A sample whose SM clock was below `min_clock_fraction` of the maximum
-    is dropped and taken again."""
+    measured time, or `min_wall_seconds` of wall time since the first sample, have passed; it must
+    stop at any cap, even short of `min_samples` (a slow call on a CPU can meet `max_wall_seconds`
+    after one sample: such a measurement has a median but no interval, see
+    `measurement.MIN_INTERVAL_SAMPLES`). The wall-time minimum is there because every timed call
+    costs a round trip, fresh inputs, checks and the reference's call besides its own time: 0.5 s
+    of measured time is 20,000 calls of a 25 us kernel, and 750 calls (4 s of wall time on an H200)
+    of a 0.66 ms one, whose median met the precision rule long before. A sample whose SM clock was
+    below `min_clock_fraction` of the maximum is dropped and taken again."""
 
     warmup_calls: int = 3
     warmup_seconds: float = 0.2
     min_samples: int = 10
     min_seconds: float = 0.5  # measured time (sum of samples)
-    min_wall_seconds: float = 0.5  # short kernels: wall time since the first sample instead
+    min_wall_seconds: float = 0.5  # or this much wall time since the first sample, whichever comes first
     target_rse: float | None = 0.005
     max_samples: int = 1000
     max_seconds: float = 30.0  # measured time
@@ -101,8 +101,7 @@ class Sampler:
         if self._first_sample is None:
             self._first_sample = now
         p, n = self.policy, len(self.samples)
-        short = self.median * p.max_samples < p.min_seconds
-        long_enough = self._measured >= p.min_seconds or (short and now - self._first_sample >= p.min_wall_seconds)
+        long_enough = self._measured >= p.min_seconds or now - self._first_sample >= p.min_wall_seconds
         if n >= p.min_samples and long_enough and \
                 (p.target_rse is None or relative_standard_error(self._ordered) <= p.target_rse):
             self.stopped_by = "precision" if p.target_rse is not None else "min_samples"
