@@ -151,3 +151,32 @@ def test_a_side_whose_host_outlasts_its_spin_on_most_calls_is_named_host_bound()
     assert "reference" in found and "candidate" not in found and "15 of 20" in found and "1200 us" in found
     assert host_bound({"candidate": [1e-4] * 3 + [-1e-4] * 7}) == ""  # a few late calls are not the shape's rule
     assert host_bound({"candidate": [], "reference": []}) == ""
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_a_call_reports_its_spin_whether_replayed_from_a_graph_or_not(graph):
+    """The trusted wall floor takes each call's spin off its round trip; a graph replay that left it
+    out (up to 2 ms for a graph of thousands of launches) had honest self-checks rejected."""
+    import torch
+
+    from rooftop.integrity.audit import Audit
+    from rooftop.pipeline.child_call import CallRunner
+    from rooftop.pipeline.protocol import CallReply, CallRequest
+
+    class Clock:
+        last_hold, last_queued = 2e-3, 2.5e-3
+
+        def time(self, call):
+            call()
+            return 9e-3
+
+    out = torch.ones(3)
+    replayed = SimpleNamespace(static=[out], outputs=out, replay=lambda: None)
+    runner = CallRunner.__new__(CallRunner)
+    runner.device, runner.clock = SimpleNamespace(type="cuda"), Clock()
+    runner._graphed = lambda shape, model, inputs: replayed
+    reply = CallReply()
+    request = CallRequest(gate="timing", shape="s", seed=1, graph=graph)
+    result, _ = runner._run(request, "s", lambda x: x * 2, [out], Audit(count_compute=False), reply)
+    assert reply.seconds == 9e-3 and reply.hold == 2e-3 and reply.queued == 2.5e-3
+    assert torch.equal(result, out if graph else out * 2)

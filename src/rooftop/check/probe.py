@@ -19,7 +19,7 @@ from rooftop.problem import dtypes
 from rooftop.problem.spec import Compare, OutputSpec, ProblemSpec
 
 PROBE_SIZE = 64
-PROBE_NORM_SLACK = 5.0  # the normwise bound at sampled positions, over the whole output's (see _single_output)
+PROBE_NORM_SLACK = 5.0  # the normwise bound at sampled positions, over the whole output's (see _single_view)
 
 
 class Probe(BaseModel):
@@ -119,7 +119,21 @@ def _valid(positions: list[int], numel: int) -> bool:
     return not positions or 0 <= min(positions) <= max(positions) < numel
 
 
+_SINGLE: dict[tuple[int, int, str], tuple[ProblemSpec, ProblemSpec]] = {}  # (id(spec), index, dtype): (spec, view)
+
+
 def _single_output(spec: ProblemSpec, index: int, dtype: str) -> ProblemSpec:
+    """`_single_view`, made once per spec, output and dtype: every timed call asks again."""
+    key = (id(spec), index, dtype)
+    held = _SINGLE.get(key)
+    if held is None or held[0] is not spec:  # (an id reused by a later spec is made anew)
+        if len(_SINGLE) > 256:
+            _SINGLE.clear()
+        held = _SINGLE[key] = (spec, _single_view(spec, index, dtype))
+    return held[1]
+
+
+def _single_view(spec: ProblemSpec, index: int, dtype: str) -> ProblemSpec:
     """The spec as seen by one output compared on its own at sampled positions: tolerances follow
     the problem's dtype, with the normwise bound widened by PROBE_NORM_SLACK. Over a few dozen
     elements the normwise error is nearly the relative error of the largest value drawn, which an
