@@ -180,3 +180,26 @@ def test_a_call_reports_its_spin_whether_replayed_from_a_graph_or_not(graph):
     result, _ = runner._run(request, "s", lambda x: x * 2, [out], Audit(count_compute=False), reply)
     assert reply.seconds == 9e-3 and reply.hold == 2e-3 and reply.queued == 2.5e-3
     assert torch.equal(result, out if graph else out * 2)
+
+
+def test_replies_carry_nan_and_infinities_across_the_channel(tmp_path):
+    """A candidate's outputs may hold NaN and infinities: the probes (and every float of a reply)
+    reach the trusted side as themselves, never as null."""
+    import math
+    import os
+
+    from rooftop.check.probe import Probe
+    from rooftop.pipeline.channel import ChannelReader, ChannelWriter
+    from rooftop.pipeline.protocol import REPLIES, CallReply, Kernel, TraceReply
+
+    read, write = os.pipe()
+    writer, reader = ChannelWriter(write), ChannelReader(read)
+    probe = Probe(type="Tensor", dtype="float32", shape=[3], device="cpu", positions=[0, 1, 2],
+                  values=[math.nan, math.inf, -math.inf])
+    writer.send_model(CallReply(id="a", seconds=1e-3, outputs=[probe], spent={"clock": math.nan}))
+    writer.send_model(TraceReply(id="b", kernels=[Kernel(name="k", microseconds=math.inf, stream=7)]))
+    call = REPLIES.validate_python(reader.receive(deadline=1e12))
+    trace = REPLIES.validate_python(reader.receive(deadline=1e12))
+    values = call.outputs[0].values
+    assert math.isnan(values[0]) and values[1] == math.inf and values[2] == -math.inf
+    assert math.isnan(call.spent["clock"]) and trace.kernels[0].microseconds == math.inf

@@ -12,7 +12,7 @@ import secrets
 from typing import Any
 
 import torch
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from rooftop.check.compare import Mismatch, as_outputs, compare_outputs, output_spec
 from rooftop.problem import dtypes
@@ -24,6 +24,8 @@ PROBE_NORM_SLACK = 5.0  # the normwise bound at sampled positions, over the whol
 
 class Probe(BaseModel):
     """What the trusted side learns about one output without copying it whole."""
+
+    model_config = ConfigDict(ser_json_inf_nan="constants")  # NaN and infinities cross as themselves
 
     type: str  # the Python type's name; anything but "Tensor" fails the output contract
     dtype: str | None = None

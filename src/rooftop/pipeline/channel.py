@@ -30,9 +30,10 @@ class ChannelWriter:
         self._file.flush()
 
     def send_model(self, message: BaseModel) -> None:
-        """A pydantic message; NaN and infinities (a candidate's outputs, read by probes) stay the
-        NaN/Infinity constants that the reader's json accepts, where pydantic's JSON would write null."""
-        self.write(json.dumps(message.model_dump(), default=str))
+        """A pydantic message, written by pydantic (a fifth of json.dumps's time on a call's reply);
+        the replies keep NaN and infinities as the constants the reader's json accepts
+        (pipeline/protocol.py)."""
+        self.write(message.model_dump_json())
 
 
 class ChannelReader:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from rooftop.check.landing import Landed, LandingSpec
 from rooftop.check.probe import Probe
@@ -31,8 +31,16 @@ class Failure(BaseModel):
     cached: bool | None = None
 
 
+# every reply, and every model inside one that carries a float, writes NaN and infinities as the
+# JSON constants the reader's json accepts (a candidate's outputs, read by probes, may hold them),
+# where pydantic's JSON would write null
+REPLY_JSON = ConfigDict(ser_json_inf_nan="constants")
+
+
 class Kernel(BaseModel):
     """One GPU kernel of a traced call."""
+
+    model_config = REPLY_JSON
 
     name: str
     microseconds: float
@@ -43,6 +51,8 @@ class Kernel(BaseModel):
 class CallTrace(BaseModel):
     """One call's kernels as the tracer saw them (integrity/cupti.py), on every stream, in GPU
     time from the end of the harness's spin, where the call's timed window opened."""
+
+    model_config = REPLY_JSON
 
     stream: int  # the caller's stream, as CUPTI numbers it
     kernels: int = 0  # the call's own kernels (the harness's flush, spin and closing kernel left out)
@@ -107,6 +117,8 @@ REQUESTS: TypeAdapter[Request] = TypeAdapter(Request)
 
 # -- replies ----------------------------------------------------------------------------------
 class _Reply(BaseModel):
+    model_config = REPLY_JSON
+
     type: Literal["reply"] = "reply"
     id: str = ""
     failure: Failure | None = None
