@@ -22,8 +22,8 @@ def test_equal_outputs_pass():
 
 def test_zeros_fail_for_small_outputs_thanks_to_the_normwise_bound():
     """Elementwise allclose alone passes zeros when every |ref| < atol (softmax over long rows)."""
-    ref = torch.softmax(torch.randn(4, 100_000), dim=-1)
-    assert float(ref.max()) < 1e-3
+    ref = torch.softmax(torch.randn(4, 100_000, generator=torch.Generator().manual_seed(3)), dim=-1)
+    assert float(ref.max()) < 1e-3  # (an unseeded draw's largest value passed 1e-3 now and then)
     zeros = torch.zeros_like(ref)
     assert torch.allclose(zeros, ref, atol=1e-2, rtol=1e-2)  # what a plain allclose would accept
     [mismatch] = compare_outputs(spec(dtype="float16", tolerance={"float16": 1e-2}), ref, zeros, [])

@@ -45,22 +45,34 @@ def probe_output(value: Any, count: int = PROBE_SIZE) -> Probe:
             return Probe(type=type(value).__name__, value=value)
         return Probe(type=type(value).__name__)
     numel = value.numel()
-    positions = torch.empty(0, dtype=torch.long)
+    positions = torch.empty(0, dtype=torch.long, device=value.device)
     if numel:
         if numel <= count:
-            positions = torch.arange(numel)
-        else:
-            generator = torch.Generator().manual_seed(secrets.randbits(63))
-            positions = torch.randint(numel, (count,), generator=generator)
+            positions = torch.arange(numel, device=value.device)
+        else:  # drawn where the output lives: no copy to the device before the gather
+            positions = torch.randint(numel, (count,), generator=_drawn(value.device), device=value.device)
     flat = torch.Tensor.reshape(value.detach(), -1)
     if flat.is_floating_point() and flat.element_size() == 1:  # fp8: index the bytes (few kernels exist for it)
-        picked = flat.view(torch.uint8)[positions.to(value.device)].view(value.dtype) if numel else flat[:0]
+        picked = flat.view(torch.uint8)[positions].view(value.dtype) if numel else flat[:0]
     else:
-        picked = flat[positions.to(value.device)] if numel else flat[:0]
+        picked = flat[positions] if numel else flat[:0]
     real = picked.abs().double() if picked.is_complex() else picked.to(torch.float64)  # complex: the modulus
-    values = real.cpu().tolist()
+    # positions and values come back in one copy (positions below 2**53 are exact in float64)
+    both = torch.stack([positions.to(torch.float64), real]).cpu().tolist()
     return Probe(type="Tensor", dtype=dtype_name(value.dtype), shape=list(value.shape), device=str(value.device),
-                 positions=positions.tolist(), values=values)
+                 positions=[int(p) for p in both[0]], values=both[1])
+
+
+_GENERATORS: dict[str, torch.Generator] = {}
+
+
+def _drawn(device: torch.device) -> torch.Generator:
+    """The device's generator for probe positions, seeded afresh from the operating system's random
+    source at every draw (made once per device: a CUDA generator costs more to make than to seed)."""
+    key = str(device)
+    if key not in _GENERATORS:
+        _GENERATORS[key] = torch.Generator(device=device)
+    return _GENERATORS[key].manual_seed(secrets.randbits(63))
 
 
 def probe_outputs(value: Any, count: int = PROBE_SIZE) -> list[Probe]:
