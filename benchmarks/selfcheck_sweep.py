@@ -82,8 +82,10 @@ def _line(record: dict[str, Any]) -> str:
 
 def summary(rows: list[dict[str, Any]]) -> str:
     """The distribution table, per variant (first repeats only; repeats give the spread)."""
-    lines = ["| checks | problems | correct | timed | within 0.5 % | within 1 % | interval holds 1.0 | worst |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| checks | problems | correct | timed | within 0.5 % | within 1 % | interval holds 1.0 | host-bound "
+             "| worst |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    strays: list[str] = []
     for variant in dict.fromkeys(r["variant"] for r in rows):
         first = [r for r in rows if r["variant"] == variant and r["repeat"] == 0]
         correct = sum(r["status"] == "correct" for r in first)
@@ -94,8 +96,16 @@ def summary(rows: list[dict[str, Any]]) -> str:
                          for r in first for s in (r.get("shapes") or []) if s.get("speedup") is not None),
                         reverse=True)[:3]
         worst = ", ".join(f"{name} {speedup:.3f}" for _, name, speedup in ranked)
+        bound = sum("host-bound" in (s.get("flags") or []) for s in timed)
         lines.append(f"| {variant} | {len(first)} | {correct} | {len(timed)} | {_share(off, 0.005)} | "
-                     f"{_share(off, 0.01)} | {len(holds)} of {len(timed)} | {worst} |")
+                     f"{_share(off, 0.01)} | {len(holds)} of {len(timed)} | {bound} | {worst} |")
+        outside = [f"{r['problem'].split('/')[-1][:28]} {s['speedup']:.3f}"
+                   + (f" ({', '.join(s['flags'])})" if s.get("flags") else "")
+                   for r in first for s in (r.get("shapes") or [])
+                   if s.get("speedup") is not None and abs(s["speedup"] - 1.0) > 0.005]
+        if outside:
+            strays.append(f"Outside ±0.5 % with the checks {variant}: " + "; ".join(outside))
+    lines += [""] + strays if strays else []
     spread = _spread(rows)
     if spread:
         lines.append("")
