@@ -2,10 +2,11 @@
 
 A speedup's interval from paired samples says how precisely this evaluation measured the ratio.
 It does not say how much the ratio moves from one pair of processes to the next: a kernel whose
-time depends on where its buffers landed, or a library that picks another algorithm in another
-process, moves it by more than the pairs' sampling noise (on an H200 the KernelBench transposed
-convolutions ran 9.3 to 14.5 ms from one fresh process to the next, while their paired intervals
-were a few tenths of a percent wide). An interval that ignores that excludes 1.0 on a reference
+time depends on where its buffers landed, a library that picks another algorithm in another
+process, or a call bound by its host's launch rate moves it by more than the pairs' sampling noise
+(on an H200 KernelBench's level-1 transposed convolution 78, 2,161 launches a call, ran 9 to 18 ms
+from one process to the next with the same kernels, while its paired intervals were a few percent
+wide at most; 40_LayerNorm moved about 1 % either way). An interval that ignores that excludes 1.0 on a reference
 judged against itself, and then means nothing.
 
 The between-process part is measured per problem, shape and platform by judging the reference
