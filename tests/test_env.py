@@ -144,3 +144,19 @@ def test_async_episodes_run_side_by_side(evaluator):
 
     good, aliased = asyncio.run(both())
     assert aliased == -2.0 and good > aliased
+
+
+def test_asking_for_a_gpu_without_one_is_a_one_line_error_not_a_wait(tmp_path, monkeypatch):
+    """KernelEnv(device="cuda") on a machine without a GPU: jobs for a GPU waited for a device
+    worker that never came; now the constructor says why at once, as `--device cuda` does."""
+    import torch
+
+    from rooftop.errors import UserError
+    from rooftop.pipeline.evaluate import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(UserError, match="^device cuda: no CUDA GPU is visible"):
+        KernelEnv(db=tmp_path / "r.db", device="cuda")
+    assert resolve_device("auto") == "cpu"
+    with pytest.raises(UserError, match="^--device cuda: no CUDA GPU"):
+        resolve_device("cuda", "--device")

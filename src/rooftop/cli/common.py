@@ -80,10 +80,9 @@ def settings_from_options(device: Device, shapes: str, timeout: float | None, se
     if not shapes.strip(" ,"):
         raise UserError(f"--shapes: expected a group ({', '.join(SHAPE_GROUPS)}) or shape names (got '{shapes}')")
     if device == "cuda":
-        import torch
+        from rooftop.pipeline.evaluate import resolve_device
 
-        if not torch.cuda.is_available():
-            raise UserError("--device cuda: no CUDA GPU is visible to torch on this machine")
+        resolve_device(device, "--device")  # no GPU: a one-line error before any evaluation starts
     if sandbox == "bwrap":
         from rooftop.integrity.sandbox import require_bwrap
 

@@ -105,10 +105,9 @@ def _settings(device: DeviceChoice, shapes: str, timeout: float | None, sandbox:
     from rooftop.pipeline.job import Settings
 
     if device == "cuda":
-        import torch
+        from rooftop.pipeline.evaluate import resolve_device
 
-        if not torch.cuda.is_available():
-            raise UserError("--device cuda: no CUDA GPU is visible to torch on this machine")
+        resolve_device(device, "--device")  # no GPU: a one-line error before any evaluation starts
     if sandbox == "bwrap":
         from rooftop.integrity.sandbox import require_bwrap
 

@@ -25,15 +25,19 @@ from rooftop.solution.loader import Solution
 from rooftop.verdict import ShapeResult, Status, Verdict
 
 
-def resolve_device(choice: str) -> DeviceType:
-    """The device type a choice (auto, cpu, cuda) runs on: auto is cuda when torch sees a GPU."""
+def resolve_device(choice: str, what: str = "device") -> DeviceType:
+    """The device type a choice (auto, cpu, cuda) runs on: auto is cuda when torch sees a GPU. cuda
+    where torch sees none is the caller's mistake (`what` names the option or argument), said at
+    once: jobs for a GPU would otherwise wait for a device worker that never comes."""
     chosen = DeviceChoice(choice)
     if chosen is DeviceChoice.cpu:
         return "cpu"
-    if chosen is DeviceChoice.cuda:
-        return "cuda"
     import torch
 
+    if chosen is DeviceChoice.cuda:
+        if not torch.cuda.is_available():
+            raise UserError(f"{what} cuda: no CUDA GPU is visible to torch on this machine")
+        return "cuda"
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
