@@ -192,7 +192,7 @@ def test_batch_of_a_folder_gives_the_single_path_s_verdicts(tmp_path):
     batch = rooftop_started("batch", str(folder), "--problem", SCALE, "--device", "cpu", "--db", str(db), "--json",
                             "--workers", "2", "--builders", "2")
     try:  # the single path's verdicts are taken while the batch runs
-        alone = {p.name: evaluate(fixture_problem("scale"), load_solution(p), Settings(device="cpu")).status.value
+        alone = {p.name: evaluate(fixture_problem("scale"), load_solution(p), Settings(device="cpu"))
                  for p in folder.iterdir()}
         out, err = batch.communicate(timeout=600)
     finally:
@@ -201,7 +201,8 @@ def test_batch_of_a_folder_gives_the_single_path_s_verdicts(tmp_path):
     jobs = {Path(j["solution"]).name: j for j in json.loads(out)}
     assert all(j["state"] == "done" and j["attempts"] <= 1 for j in jobs.values()), jobs
     for name, job in jobs.items():
-        assert job["status"] == alone[name], name
+        # (the messages say why they differ: a loaded two-core CI machine once had the single path reject good.py)
+        assert job["status"] == alone[name].status.value, (name, alone[name].messages[:2])
     # a CUDA source on a CPU is settled by the build stage, never on a device; a file with nothing
     # to compile skips the build pool (no waiting behind compilers), and its static refusal takes
     # the device milliseconds, before any child starts
