@@ -560,3 +560,23 @@ def test_batch_kb_needs_generations(tmp_path, kb):
 def test_help(command):
     proc = rooftop(*command, "-h")
     assert proc.returncode == 0 and "-h, --help" in proc.stdout and "<bool>" not in proc.stdout
+
+
+def test_the_references_own_imports_are_allowed_to_solutions(tmp_path, decks):
+    """KernelBench's level-3 Mamba2 references import einops: without it on the problem's allow-list
+    their own self-check was rejected by the static gate before anything ran."""
+    from rooftop.batch.selfcheck import relaxed, self_solution
+    from rooftop.integrity.policy import check_source
+
+    code = RELU.replace("import torch\n", "import torch\nfrom einops import rearrange\nimport math\n", 1)
+    assert code != RELU
+    kb = checkout(tmp_path / "kb", {"level3/49_Mamba.py": code, "level1/1_Relu.py": RELU})
+    import_kernelbench(kb, decks)
+    problem = resolve("kernelbench/level3/49_Mamba")
+    assert problem.spec.policy.extra_imports == ["einops"]
+    assert resolve("kernelbench/level1/1_Relu").spec.policy.extra_imports == []
+    assert "extra_imports" in (decks / "kernelbench/level3/49_Mamba/problem.yaml").read_text()
+    solution = self_solution(problem, tmp_path / "self")
+    assert check_source(solution.read_text(), relaxed(problem).spec.policy) == []
+    refused = check_source(solution.read_text(), relaxed(problem).spec.policy.model_copy(update={"extra_imports": []}))
+    assert any("einops" in str(r) for r in refused)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ import yaml
 from pydantic import BaseModel
 
 from rooftop.errors import UserError
-from rooftop.problem.spec import ParamValue, ProblemSpec, Shape
+from rooftop.problem.spec import ParamValue, Policy, ProblemSpec, Shape
 from rooftop.yamlfile import read_yaml
 
 DECK = "kernelbench"
@@ -207,9 +208,20 @@ def describe(tree: ast.Module) -> str:
     return " ".join(text.split())
 
 
+def third_party_imports(tree: ast.Module) -> list[str]:
+    """Top-level modules a reference imports from outside the standard library, torch, Triton and
+    numpy. KernelBench's harnesses allow any import; rooftop's allow-list would refuse the reference
+    itself as a candidate (a self-check, an agent's first solution) unless the problem allows them."""
+    found = [a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    found += [n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+              and n.level == 0]
+    return sorted({m for m in found if m not in sys.stdlib_module_names and m not in ("torch", "triton", "numpy")})
+
+
 def kernelbench_spec(tree: ast.Module, stem: str, title: str, description: str,
                      figures: Any | None = None) -> ProblemSpec:
-    """The spec of a KernelBench-style file; `figures` (problem.figures.Figures) when they were counted."""
+    """The spec of a KernelBench-style file; `figures` (problem.figures.Figures) when they were counted.
+    The modules its reference imports beyond the allow-list are allowed to solutions too."""
     from rooftop.problem.figures import regime
 
     counted: dict[str, Any] = {}
@@ -217,8 +229,10 @@ def kernelbench_spec(tree: ast.Module, stem: str, title: str, description: str,
         counted = {"figures": "estimated", "regime": regime(figures), "bytes": str(figures.bytes)}
         if figures.flops > 0:  # nothing counted is not "no work": leave the compute roof out
             counted["flops"] = str(figures.flops)
+    imports = third_party_imports(tree)
+    policy = {"policy": Policy(extra_imports=imports)} if imports else {}
     return ProblemSpec(name=safe_name(stem), title=title, description=description, version=1, dtype="float32",
-                       **{"regime": "compute", **counted},
+                       **{"regime": "compute", **counted, **policy},
                        shapes=[Shape(name="default", params=constants(tree))], kernelbench=True)
 
 

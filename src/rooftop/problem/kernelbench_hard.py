@@ -16,7 +16,6 @@ import ast
 import io
 import math
 import re
-import sys
 import tokenize
 from pathlib import Path
 from typing import Any, Literal
@@ -26,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from rooftop.errors import UserError
 from rooftop.problem import dtypes, expr
-from rooftop.problem.kernelbench import Skipped, natural_key, safe_name
+from rooftop.problem.kernelbench import Skipped, natural_key, safe_name, third_party_imports
 from rooftop.problem.spec import Problem, ProblemSpec
 from rooftop.yamlfile import read_yaml
 
@@ -268,7 +267,7 @@ def convert(folder: Path) -> tuple[dict[str, Any], str, list[Note]]:
         **_tolerance(meta.get("tolerance"), dtype, notes),
         "shapes": [{"name": f"shape{i}", "params": p, "note": _note(p, comment)}
                    for i, (p, comment) in enumerate(shapes)],
-        "policy": _policy(meta.get("forbidden"), _third_party(tree), notes),
+        "policy": _policy(meta.get("forbidden"), third_party_imports(tree), notes),
         "tags": [DECK, GPU_ONLY],
     }
     if (folder / "sota.py").is_file():
@@ -422,14 +421,6 @@ def _policy(given: object, imports: list[str], notes: list[Note]) -> dict[str, A
             notes.append(Note(field="forbidden", note=f"'{entry}' read as {name}"))
         kept.append(name)
     return {**({"forbidden": list(dict.fromkeys(kept))} if kept else {}), **policy}
-
-
-def _third_party(tree: ast.Module) -> list[str]:
-    """Top-level modules reference.py imports from outside the standard library, torch, Triton and numpy."""
-    found = [a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-    found += [n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
-              and n.level == 0]
-    return sorted({m for m in found if m not in sys.stdlib_module_names and m not in ("torch", "triton", "numpy")})
 
 
 def _description(meta: dict[str, Any], tree: ast.Module, folder: Path) -> str:
