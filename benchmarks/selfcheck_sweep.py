@@ -100,7 +100,7 @@ def summary(rows: list[dict[str, Any]]) -> str:
         lines.append(f"| {variant} | {len(first)} | {correct} | {len(timed)} | {_share(off, 0.005)} | "
                      f"{_share(off, 0.01)} | {len(holds)} of {len(timed)} | {bound} | {worst} |")
         outside = [f"{r['problem'].split('/')[-1][:28]} {s['speedup']:.3f}"
-                   + (f" ({', '.join(s['flags'])})" if s.get("flags") else "")
+                   + (f" ({', '.join(s['flags'] + _queued(s))})" if s.get("flags") or _queued(s) else "")
                    for r in first for s in (r.get("shapes") or [])
                    if s.get("speedup") is not None and abs(s["speedup"] - 1.0) > 0.005]
         if outside:
@@ -119,6 +119,13 @@ def summary(rows: list[dict[str, Any]]) -> str:
     lines.append("")
     lines.append("Statuses: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())))
     return "\n".join(lines)
+
+
+def _queued(shape: dict[str, Any]) -> list[str]:
+    """Each side's median host time to queue a call, where the row has them: `queue ref 12.1 ms`."""
+    short = {"reference": "ref", "candidate": "cand"}
+    queued = shape.get("queued") or {}
+    return [f"queue {short.get(side, side)} {seconds * 1e3:.1f} ms" for side, seconds in queued.items()]
 
 
 def _share(values: list[float], limit: float) -> str:

@@ -153,6 +153,32 @@ def test_a_side_whose_host_outlasts_its_spin_on_most_calls_is_named_host_bound()
     assert host_bound({"candidate": [], "reference": []}) == ""
 
 
+def test_the_host_bound_warning_gives_each_side_s_time_to_queue_a_call():
+    """Which side's host is the slower launcher is what a host-bound speedup turns on: the verdict
+    keeps both medians, and the warning says them."""
+    from rooftop.batch.selfcheck import judge
+    from rooftop.measure.measurement import TimingStats
+    from rooftop.pipeline.timing import cross_check
+    from rooftop.problem.spec import Shape
+    from rooftop.verdict import ShapeResult, Status, Verdict
+
+    stats = TimingStats(clock="cuda_event", samples=[1e-3] * 20)
+    result = ShapeResult(shape="s", split="visible", params={}, correct=True, candidate=stats, reference=stats,
+                         speedup=1.0, speedup_low=0.99, speedup_high=1.01,
+                         queue_seconds={"candidate": 2.1e-3, "reference": 3.4e-3})
+    ev = SimpleNamespace(verdict=SimpleNamespace(warnings=[]))
+    sampling = SimpleNamespace(samplers=[SimpleNamespace(many_dropped=False)])
+    cross_check(ev, Shape(name="s", params={}), result, sampling, {"candidate": [-1e-4] * 20, "reference": [1e-3] * 20})
+    assert result.flags == ["host-bound"]
+    assert "(median host time to queue a call: candidate 2.10 ms, reference 3.40 ms)" in ev.verdict.warnings[0]
+    quiet = result.model_copy(update={"flags": []})
+    cross_check(ev, Shape(name="s", params={}), quiet, sampling, {"candidate": [-1e-4] * 20})
+    assert quiet.flags == [] and len(ev.verdict.warnings) == 1  # queue times alone flag nothing
+    verdict = Verdict(status=Status.correct, reward=None, problem="p", problem_version=1, solution="s.py",
+                      source_hash="h", shapes=[result])
+    assert judge("p", verdict, "cuda").shapes[0].queued == {"candidate": 2.1e-3, "reference": 3.4e-3}
+
+
 @pytest.mark.parametrize("graph", [False, True])
 def test_a_call_reports_its_spin_whether_replayed_from_a_graph_or_not(graph):
     """The trusted wall floor takes each call's spin off its round trip; a graph replay that left it

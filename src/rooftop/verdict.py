@@ -125,6 +125,9 @@ class ShapeResult(BaseModel):
     profiled_event_seconds: float | None = None  # the same call's reported time
     untimed_seconds: float | None = None  # per call: round trip less reported time, spin and harness cost
     harness_seconds: float | None = None  # the harness's own cost per call (no-op calls before the solution)
+    # per side ("candidate", "reference"): the median host seconds to queue a timed call's work (its
+    # launches; GPU only). Past the spin before the start event, that is what the events time (`host-bound`)
+    queue_seconds: dict[str, float] = {}
     flags: list[str] = []  # cross-checks that failed on this shape: clocks, wall, roofline (under an
     # estimated floor), contention (details in warnings)
 

@@ -37,6 +37,7 @@ class ShapeSpeedup(BaseModel):
     high: float | None = None
     flags: list[str] = []
     note: str = ""  # why the speedup is not a measurement, or has no interval
+    queued: dict[str, float] = {}  # per side, the median host seconds to queue a timed call (GPU)
 
     @property
     def measured(self) -> bool:
@@ -126,7 +127,7 @@ def judge(name: str, verdict: Verdict, device: str, tolerance: float = 0.0) -> S
     """The row of one verdict: an interval passes or fails only where it was measured; a missing
     one (too few samples, a shared machine) leaves the row unchecked, with the shapes' notes."""
     shapes = [ShapeSpeedup(shape=r.shape, speedup=r.speedup, low=r.speedup_low, high=r.speedup_high, flags=r.flags,
-                           note=shape_note(r))
+                           note=shape_note(r), queued=r.queue_seconds)
               for r in verdict.shapes if r.candidate is not None]
     row = SelfCheckRow(problem=name, status=verdict.status.value, passed=False, interval_checked=False,
                        speedup=verdict.summary.geomean_speedup, shapes=shapes)

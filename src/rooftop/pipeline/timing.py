@@ -110,7 +110,8 @@ def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
     listed_at = secrets.randbelow(policy.min_samples) if profiled else -1
     referenced = True  # the reference still runs on every call
     fastest_paired = float("inf")  # the candidate's fastest sample while the reference ran beside it
-    outran: dict[str, list[float]] = {"candidate": [], "reference": []}  # timed calls' queueing past the spin
+    queued: dict[str, list[float]] = {"candidate": [], "reference": []}  # timed calls' host seconds to queue
+    outran: dict[str, list[float]] = {"candidate": [], "reference": []}  # ... past the spin before them
     while not sampling.stopped or listed_at >= 0:  # (a wall-time cap may stop it first)
         warming, extra = sampling.warming, sampling.stopped
         listed = listed_at >= 0 and (extra or (not warming and sampling.kept >= listed_at))
@@ -137,8 +138,10 @@ def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
         sampling.record([Taken(seconds, called.clock, called.wall), reference], warming)
         if not warming:
             untimed.append(called.wall - seconds - called.reply.hold)
+            queued["candidate"].append(called.reply.queued)
             outran["candidate"].append(called.reply.queued - called.reply.hold)
             if referenced:
+                queued["reference"].append(called.reference_queue[0])
                 outran["reference"].append(called.reference_queue[0] - called.reference_queue[1])
         if referenced and not warming:
             fastest_paired = min(fastest_paired, seconds)
@@ -148,6 +151,8 @@ def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
         del called  # its inputs and expected outputs go before the next call makes its own (the plan counts one)
     clock = ev.trusted.clock.name if ev.trusted is not None else "unknown"
     result.candidate, result.reference = sampling.stats(clock)
+    if ev.device != "cpu":  # a CPU call's time is its host's: nothing is queued ahead of it
+        result.queue_seconds = {side: statistics.median(times) for side, times in queued.items() if times}
     floored = ev.settings.checks and shape.name in ev.harness_cost
     after = harness_costs(ev, shape, FLOOR_CALLS) if floored else []
     take_trace(ev)
@@ -216,6 +221,9 @@ def cross_check(ev: Evaluation, shape: Shape, result: ShapeResult, sampling: Pai
     flags: list[tuple[str, str]] = []
     bound = host_bound(outran or {})
     if bound:
+        if result.queue_seconds:
+            bound += " (median host time to queue a call: " + ", ".join(
+                f"{side} {seconds * 1e3:.2f} ms" for side, seconds in result.queue_seconds.items()) + ")"
         flags.append(("host-bound", f"{bound}: the events timed the host's launches, not the GPU's work alone. "
                       "A host's launch rate differs from one process to the next (on an H200 host the same 2,161 "
                       "kernels took 9.5 to 16 ms a call in fresh processes pinned to one core), so this speedup "
