@@ -238,3 +238,27 @@ def test_a_checked_calls_cached_blocks_are_handed_back_only_for_a_large_shape(mo
     monkeypatch.setattr(inputs, "device_memory", lambda device: None)  # the CPU: nothing to hand back
     inputs.release_cached(torch.device("cpu"))
     assert emptied == [True]
+
+
+def test_a_shape_timed_right_after_the_solutions_last_call_skips_only_the_warm_up_seconds(monkeypatch):
+    """A GPU that ran the solution a moment ago has its clocks up: the next shape keeps its warm-up
+    calls (compiles, autotuning, first allocations) but not the 0.2 s minimum, a fifth of a small
+    shape's timing; on the CPU, after an idle gap or before any call, the policy stays as it is."""
+    import time
+    from types import SimpleNamespace
+
+    from rooftop.pipeline import timing
+
+    policy = TimingPolicy()
+    now = time.monotonic()
+    warm = timing.warm_start(SimpleNamespace(device="cuda", last_call=now - 0.01), policy)
+    assert warm.warmup_seconds == 0.0 and warm.warmup_calls == policy.warmup_calls > 0
+    assert policy.warmup_seconds > 0  # the gate's own policy is left alone
+    for ev in (SimpleNamespace(device="cuda", last_call=now - 2 * timing.STILL_WARM - 1.0),
+               SimpleNamespace(device="cuda", last_call=None), SimpleNamespace(device="cpu", last_call=now)):
+        assert timing.warm_start(ev, policy) == policy
+    sampler = Sampler(warm)
+    assert sampler.warming
+    for _ in range(policy.warmup_calls):
+        sampler.warmed()
+    assert not sampler.warming  # calls alone end it

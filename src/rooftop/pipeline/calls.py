@@ -68,6 +68,7 @@ def call(ev: Evaluation, shape: Shape, *, full: bool = False, audit: bool = Fals
                           reuse=not checks, graph=graph, landing=landing.spec if landing else None,
                           pool_sets=ev.pool_sets.get(shape.name))
     reply, wall = ev.session.request(request, CallReply, ev.state.deadline)
+    ev.last_call = time.monotonic()
     clock = _sm_clock(ev) if timed else None
     _check_reply(ev, shape, seed, reply, inputs if full else None, wall)
     spent(ev, "timed_calls" if timed else "checked_calls", wall, reply)

@@ -87,6 +87,7 @@ class Evaluation:
     phases: dict[str, float] = field(default_factory=dict)  # where the time went (seconds per phase)
     harness_cost: dict[str, list[float]] = field(default_factory=dict)  # no-op calls per shape, before the solution
     inputs_checked: int = 0  # checked calls whose inputs agreed on both sides at the sampled positions
+    last_call: float | None = None  # time.monotonic() when the child last answered a call of the solution
     # the kernel tracer (pipeline/tracing.py): why the child does not trace its calls ("" when it does),
     # the calls whose traces are still to be taken, the one among them to list in full, the calls judged,
     # what was wrong with those that ended past their time and how many of those were warned about

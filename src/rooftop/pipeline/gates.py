@@ -16,7 +16,7 @@ from rooftop.pipeline.protocol import BuildReply, BuildRequest, JobReply, JobReq
 from rooftop.pipeline.scoring import score
 from rooftop.pipeline.spawn import start_child
 from rooftop.pipeline.static import check_solution_files
-from rooftop.pipeline.timing import FLOOR_CALLS, time_shape
+from rooftop.pipeline.timing import FLOOR_CALLS, time_shape, warm_start
 from rooftop.pipeline.tracing import take_trace
 from rooftop.pipeline.trusted import TrustedReference
 from rooftop.problem.spec import Shape
@@ -210,7 +210,7 @@ class TimingGate(ShapeGate):
         policy = ev.settings.timing_policy or TimingPolicy.for_device(ev.device)
         # the sampler's wall cap stays inside the shape's deadline
         policy = policy.model_copy(update={"max_wall_seconds": min(policy.max_wall_seconds, 0.75 * ev.state.limit)})
-        time_shape(ev, shape, ev.results[shape.name], policy, profiled=self._profiled(ev))
+        time_shape(ev, shape, ev.results[shape.name], warm_start(ev, policy), profiled=self._profiled(ev))
         return GateRecord(gate=self.gate, ok=True)
 
     @staticmethod

@@ -46,12 +46,25 @@ FLOOR_CALLS = 8  # no-op calls per shape measuring the harness's own cost, befor
 FLOOR_SLACK = 500e-6
 FLOOR_SHARE = 1.0  # ... plus this share of the harness's cost
 FLOOR_TIME_SHARE = 0.05  # ... plus this share of the reported time
+# seconds since the solution's last call within which a GPU counts as warm: a shape timed then skips
+# the warm-up's time minimum (not its calls); idle longer, the clocks may have come down
+STILL_WARM = 0.1
 # a shape is flagged `host-bound` when, on at least this share of its timed calls, a side's host took
 # longer to queue the call's work than the GPU spun before it: the events then time the host's launches
 HOST_BOUND_SHARE = 0.5
 # ... plus, on a CPU, this much: the harness and the candidate share the host's cores with whatever
 # else runs there, and a busy two-core machine moved honest CPU calls' untimed time by 100-300 us
 FLOOR_CPU_SLACK = 1e-3
+
+
+def warm_start(ev: Evaluation, policy: TimingPolicy) -> TimingPolicy:
+    """The policy for the next shape: without the warm-up's time minimum on a GPU that ran the
+    solution's calls a moment ago (the last shape's timing, this one's correctness calls), whose
+    clocks are up already; the warm-up calls stay, for what a new shape needs on its first calls
+    (compiles, autotuning, allocations). The 0.2 s was a fifth of a small shape's timing."""
+    if ev.device == "cpu" or ev.last_call is None or time.monotonic() - ev.last_call > STILL_WARM:
+        return policy
+    return policy.model_copy(update={"warmup_seconds": 0.0})
 
 
 def time_shape(ev: Evaluation, shape: Shape, result: ShapeResult, policy: TimingPolicy, profiled: bool) -> None:
