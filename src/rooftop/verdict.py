@@ -113,7 +113,8 @@ class ShapeResult(BaseModel):
     speedup_low: float | None = None  # the speedup's 95 % interval
     speedup_high: float | None = None
     # the between-process half-width (a fraction) folded into that interval, and where it came from:
-    # "default" (a GPU verdict without stored self-checks) or the stored self-checks (measure/spread.py)
+    # "default" or "host-bound default" (a GPU verdict without stored self-checks) or the stored
+    # self-checks (measure/spread.py)
     speedup_spread: float | None = None
     spread_source: str = ""
     baselines: dict[str, float] = {}  # stored baseline medians in seconds: compile, sota (and eager)

@@ -147,8 +147,9 @@ def spread_notes(verdict: Verdict) -> list[str]:
     notes = []
     for source in sorted({r.spread_source for r in verdict.shapes if r.speedup_spread is not None}):
         spread = max(r.speedup_spread or 0.0 for r in verdict.shapes if r.spread_source == source)
-        where = ("GPU default; `rooftop baselines --kinds self` measures this problem's" if source == "default"
-                 else source)
+        where = {"default": "GPU default; `rooftop baselines --kinds self` measures this problem's",
+                 "host-bound default": "the default for a host-bound shape, whose launch rate moves between "
+                 "processes; `rooftop baselines --kinds self` measures this problem's"}.get(source, source)
         notes.append(f"speedup intervals include ±{spread:.2%} between processes ({where})")
     if any(r.speedup_low is not None and r.speedup_spread is None for r in verdict.shapes):
         notes.append("speedup intervals: the paired samples' alone, no spread between processes "

@@ -14,7 +14,8 @@ as its own candidate in several fresh evaluations (`rooftop baselines --kinds se
 speedups should all be 1.0, and how far they are from it (their root-mean-square log, scaled by
 Student's t for the runs' number) is the half-width every later verdict's interval is widened by,
 in log space, added to the paired half-width in quadrature. Where no such record is stored, a GPU
-verdict takes `DEFAULT_GPU_SPREAD`, and says so.
+verdict takes `DEFAULT_GPU_SPREAD`, or `HOST_BOUND_SPREAD` on a shape whose host outlasted the
+spin (the events then timed each process's launch rate), and says so.
 """
 
 from __future__ import annotations
@@ -26,10 +27,22 @@ import statistics
 # self-checked KernelBench references that the tracer had biased came out 0.9994-1.0003 once both
 # sides carried it; four times their largest deviation, and half the 0.5 % a self-check may stray
 DEFAULT_GPU_SPREAD = 0.0025
+# ... and a shape flagged `host-bound` (its events timed its host's launches): KernelBench level 3's
+# 28 host-bound self-checks on 4x H200 (2026-11-28, checks on) strayed from 1.0 by a root-mean-square
+# log of 0.101 (median 0.5 %, but 1.57 and 0.82 among them); 1.96 times that. The 126 shapes that were
+# not host-bound had 0.00105, which the GPU default covers
+HOST_BOUND_SPREAD = 0.22
 MIN_RUNS = 2  # self-checks needed before their spread replaces the default
 
 # Student's t at 97.5 % for n - 1 degrees of freedom, n = 2..10; the normal quantile beyond
 _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def default_spread(flags: list[str]) -> tuple[float, str]:
+    """A GPU shape's between-process half-width where none was measured for it, and its source."""
+    if "host-bound" in flags:
+        return HOST_BOUND_SPREAD, "host-bound default"
+    return DEFAULT_GPU_SPREAD, "default"
 
 
 def spread_of(speedups: list[float]) -> float | None:

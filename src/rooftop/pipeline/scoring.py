@@ -9,7 +9,7 @@ import json
 from typing import TYPE_CHECKING
 
 from rooftop.measure.measurement import ratio_interval
-from rooftop.measure.spread import DEFAULT_GPU_SPREAD, spread_of, widen
+from rooftop.measure.spread import default_spread, spread_of, widen
 from rooftop.problem.spec import Problem
 from rooftop.score.aggregate import geomean
 from rooftop.score.hardware import lookup
@@ -38,8 +38,10 @@ def score(verdict: Verdict, problem: Problem, timed: bool) -> tuple[str, list[st
         if seconds > 0:
             result.tflops = result.flops / seconds / 1e12 if result.flops else None
             result.gbps = result.bytes / seconds / 1e9 if result.bytes else None
-        on_gpu = env is not None and env.device == "cuda"
-        set_speedup(result, DEFAULT_GPU_SPREAD if on_gpu else None, "default" if on_gpu else "")
+        if env is not None and env.device == "cuda":
+            set_speedup(result, *default_spread(result.flags))
+        else:
+            set_speedup(result, None, "")
         result.roofline_fraction = roofline_fraction(gpu, peak_dtype, result.flops, result.bytes, seconds)
         why = implausible(gpu, peak_dtype, result.flops, result.bytes, seconds)
         if why and spec.figures == "estimated":

@@ -25,6 +25,7 @@ from rooftop.check.probe import check_probes
 from rooftop.integrity.kernels import busy_seconds, kernel_share, solution_kernel_names
 from rooftop.measure.contention import assess, sample_load
 from rooftop.measure.loop import PairedSampling, Taken
+from rooftop.measure.spread import HOST_BOUND_SPREAD
 from rooftop.measure.stopping import TimingPolicy
 from rooftop.pipeline.calls import Called, call, expect, harness_costs
 from rooftop.pipeline.context import Evaluation
@@ -240,8 +241,9 @@ def cross_check(ev: Evaluation, shape: Shape, result: ShapeResult, sampling: Pai
         flags.append(("host-bound", f"{bound}: the events timed the host's launches, not the GPU's work alone. "
                       "A host's launch rate differs from one process to the next (on an H200 host the same 2,161 "
                       "kernels took 9.5 to 16 ms a call in fresh processes pinned to one core), so this speedup "
-                      "holds for these two processes; the problem's stored self-check spread "
-                      "(`rooftop baselines --kinds self`) widens its interval by what lies between processes"))
+                      "holds for these two processes. Its interval is widened by what lies between processes: by the "
+                      "problem's stored self-checks (`rooftop baselines --kinds self`) where there are some, else by "
+                      f"±{HOST_BOUND_SPREAD:.0%}, which KernelBench level 3's host-bound self-checks strayed by"))
     stats, candidate = result.candidate, sampling.samplers[0]
     assert stats is not None
     if candidate.many_dropped:
