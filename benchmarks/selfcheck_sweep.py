@@ -10,6 +10,7 @@ CUDA_VISIBLE_DEVICES, sweeps a deck N times as fast.
 
     python benchmarks/selfcheck_sweep.py kernelbench/level1 [kernelbench/level2 ...] [--variants on,off]
         [--repeats 1] [--only 95_,36_] [--budget SECONDS] [--jsonl out.jsonl] [--shard K/N]
+        [--min-wall-seconds S]
     python benchmarks/selfcheck_sweep.py --summary out.jsonl [more.jsonl ...]   # the table of earlier runs
 
 Rows go to the JSONL file as they come, so a run cut short keeps what it measured. The table: per
@@ -29,6 +30,7 @@ from typing import Any
 
 from rooftop.batch.selfcheck import selfcheck
 from rooftop.errors import UserError
+from rooftop.measure.stopping import TimingPolicy
 from rooftop.pipeline.job import DeviceChoice, Settings
 from rooftop.problem.registry import resolve_many
 
@@ -37,7 +39,8 @@ CHUNK = 5  # problems self-checked per variant before the other variant takes th
 
 
 def sweep(decks: list[str], variants: list[str], repeats: int, only: list[str], budget: float,
-          out: Path | None, shard: tuple[int, int] = (0, 1), chunk: int = CHUNK) -> list[dict[str, Any]]:
+          out: Path | None, shard: tuple[int, int] = (0, 1), chunk: int = CHUNK,
+          policy: TimingPolicy | None = None) -> list[dict[str, Any]]:
     """Self-check every problem of the decks (this shard's: every n-th from the k-th), a few
     problems at a time: each chunk once per variant, so drift hits the variants alike, and through
     one `selfcheck` call per chunk, which starts the next problem's child while one is judged."""
@@ -58,7 +61,8 @@ def sweep(decks: list[str], variants: list[str], repeats: int, only: list[str], 
 
                 def keep(row: Any, variant: str = variant, repeat: int = repeat) -> None:
                     nonlocal began
-                    record = {"variant": variant, "repeat": repeat, "seconds": round(time.monotonic() - began, 2),
+                    label = variant if policy is None else f"{variant} (min wall {policy.min_wall_seconds} s)"
+                    record = {"variant": label, "repeat": repeat, "seconds": round(time.monotonic() - began, 2),
                               **row.model_dump(mode="json")}
                     began = time.monotonic()
                     rows.append(record)
@@ -67,7 +71,8 @@ def sweep(decks: list[str], variants: list[str], repeats: int, only: list[str], 
                             f.write(json.dumps(record) + "\n")
                     print(_line(record), flush=True)
 
-                selfcheck(group, Settings(device=DeviceChoice.cuda, checks=VARIANTS[variant]), on_row=keep)
+                selfcheck(group, Settings(device=DeviceChoice.cuda, checks=VARIANTS[variant], timing_policy=policy),
+                          on_row=keep)
     return rows
 
 
@@ -136,7 +141,7 @@ def _share(values: list[float], limit: float) -> str:
 def _spread(rows: list[dict[str, Any]]) -> list[float]:
     by_shape: dict[tuple[str, str], list[float]] = {}
     for r in rows:
-        if r["variant"] != "on":
+        if not r["variant"].startswith("on"):
             continue
         for s in r.get("shapes") or []:
             if s.get("speedup") is not None:
@@ -161,6 +166,8 @@ def main() -> int:
     parser.add_argument("--jsonl", type=Path, help="append each row to this file as it comes")
     parser.add_argument("--shard", default="0/1", help="K/N: every N-th problem from the K-th (one process per GPU)")
     parser.add_argument("--summary", type=Path, nargs="+", help="print the table of earlier runs' JSONL files")
+    parser.add_argument("--min-wall-seconds", type=float, help="the stopping rule's wall-time minimum (default "
+                        f"{TimingPolicy().min_wall_seconds} s): what a shorter one costs the self-checks")
     args = parser.parse_args()
     if args.summary:
         rows = [json.loads(line) for path in args.summary for line in path.read_text().splitlines() if line.strip()]
@@ -173,8 +180,9 @@ def main() -> int:
         parser.error("give at least one deck, --variants from on,off, --repeats of 1 or more and --shard K/N "
                      "with 0 <= K < N")
     try:
+        policy = None if args.min_wall_seconds is None else TimingPolicy(min_wall_seconds=args.min_wall_seconds)
         rows = sweep(args.decks, variants, args.repeats, [o for o in args.only.split(",") if o], args.budget,
-                     args.jsonl, shard)
+                     args.jsonl, shard, policy=policy)
     except UserError as exc:
         print(f"selfcheck_sweep: {exc}", file=sys.stderr)
         return 2
