@@ -72,6 +72,60 @@ def test_a_token_is_required_when_the_server_has_one(api):
     assert api.get("/v1/splits").status_code == 200
 
 
+def test_a_request_without_the_token_is_refused_before_its_body_is_read(decks, tmp_path):
+    """Unauthenticated chunked uploads of 4 MB each used to be read whole (and the memory kept)
+    before the token was looked at; a 5 MB chunked body got a connection reset, not its 413."""
+    import httpx
+
+    def chunks() -> Iterator[bytes]:  # 5 MB, no Content-Length: chunked
+        for _ in range(80):
+            yield b"x" * (64 << 10)
+
+    with serving(_config(tmp_path / "r.db")) as url:
+        answer = httpx.post(f"{url}/v1/sessions", content=chunks(), timeout=60)
+        assert answer.status_code == 401 and answer.json() == {"error": "authorization: expected 'Bearer <token>'"}
+        assert answer.headers["www-authenticate"] == "Bearer"  # refused before the body limit read it
+        answer = httpx.post(f"{url}/v1/sessions", content=chunks(), headers=AUTH, timeout=60)
+        assert answer.status_code == 413 and "request body: larger than" in answer.json()["error"]
+        session = httpx.post(f"{url}/v1/sessions", json={"task": "fixtures/scale"}, headers=AUTH).json()["id"]
+        answer = httpx.post(f"{url}/v1/sessions/{session}/calls", content=chunks(),
+                            headers={**AUTH, "Content-Type": "application/json"}, timeout=60)
+        assert answer.status_code == 413
+        assert httpx.get(f"{url}/v1/health").status_code == 200  # liveness still needs no token
+
+
+def test_calls_on_sessions_that_do_not_exist_leave_no_lock_behind(api):
+    """6,000 404s used to add 68 MB of per-session locks."""
+    for i in range(200):
+        answer = api.post(f"/v1/sessions/nope{i}/calls", json={"tool": "finish"})
+        assert answer.status_code == 404
+    assert api.app.state.session_locks == {}
+
+
+def test_a_session_closed_during_a_call_stays_closed(decks, tmp_path):
+    """A DELETE while a tool call ran was undone when the call returned: the session was open
+    again and `finish` then answered 200."""
+    import httpx
+
+    with serving(_config(tmp_path / "r.db")) as url:
+        session = httpx.post(f"{url}/v1/sessions", json={"task": "fixtures/scale", "max_turns": 3},
+                             headers=AUTH).json()["id"]
+        calls = f"{url}/v1/sessions/{session}/calls"
+        answers: list[httpx.Response] = []
+        running = threading.Thread(target=lambda: answers.append(
+            httpx.post(calls, json={"tool": "run_kernel", "code": GOOD}, headers=AUTH, timeout=300)))
+        running.start()
+        time.sleep(1.0)  # the evaluation takes seconds on a CPU
+        assert running.is_alive(), "the tool call ended before the session could be closed during it"
+        assert httpx.delete(f"{url}/v1/sessions/{session}", headers=AUTH).status_code == 204
+        running.join(timeout=300)
+        assert answers and answers[0].status_code == 200  # the call that was running still answers
+        state = httpx.get(f"{url}/v1/sessions/{session}", headers=AUTH).json()
+        assert state["state"] == "closed" and state["turns"] == 1  # its turn is kept, its old state is not
+        finish = httpx.post(calls, json={"tool": "finish"}, headers=AUTH)
+        assert finish.status_code == 409 and "closed" in finish.json()["error"]
+
+
 def test_tasks_list_visible_shapes_only(api):
     assert {"name": "fixtures", "tasks": 2} in api.get("/v1/splits").json()
     cards = {c["name"]: c for c in api.get("/v1/tasks", params={"split": "fixtures"}).json()}

@@ -14,14 +14,17 @@ Everything a caller sees of a verdict is the agent-facing view (env/view.py): no
 shape's name, parameters, figures or messages, ever. How a candidate is checked is the server's
 business (its settings: sandbox, checks, timeouts); a request cannot weaken it. Sessions and
 evaluations live in the results store, so they survive a restart of the server; a session
-untouched for `idle_seconds` is reaped (expired). Requests carry a bearer token when the server
-has one; it must have one to listen beyond the loopback interface (cli/serve.py).
+untouched for `idle_seconds` is reaped (expired); a session closed or expired stays so, even when a
+tool call that was running then returns. Requests carry a bearer token when the server has one,
+checked before any body is read (a refused body is drained unread, never kept); it must have one
+to listen beyond the loopback interface (cli/serve.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -132,13 +135,12 @@ def create_app(config: ServerConfig, evaluator: Evaluator | None = None) -> Fast
                   responses={401: {"model": Problem4xx}, 404: {"model": Problem4xx}, 413: {"model": Problem4xx},
                              422: {"model": Problem4xx}})
     app.add_middleware(_BodyLimit, limit=MAX_REQUEST_BYTES)
+    app.add_middleware(_Authorized, token=config.token)  # added last: it runs first, before any body is read
+    app.state.session_locks = locks
 
     def authorized(authorization: Annotated[str | None, Header()] = None) -> None:
-        if config.token is None:
-            return
-        scheme, _, given = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or not secrets.compare_digest(given.encode(), config.token.encode()):
-            raise HTTPException(401, "authorization: expected 'Bearer <token>'", {"WWW-Authenticate": "Bearer"})
+        if not token_ok(config.token, authorization):
+            raise HTTPException(401, UNAUTHORIZED, {"WWW-Authenticate": "Bearer"})
 
     auth = [Depends(authorized)]
 
@@ -193,16 +195,20 @@ def create_app(config: ServerConfig, evaluator: Evaluator | None = None) -> Fast
     async def call(ident: str, body: Call) -> StepResult:
         if body.tool == "run_kernel" and not body.code:
             raise HTTPException(422, "code: run_kernel needs the code of a solution file")
+        _load(service, ident)  # a 404 before any lock: the table holds only sessions that exist
         async with locks.setdefault(ident, asyncio.Lock()):  # one call at a time per episode
             episode, state = _load(service, ident)
             if state != "open":
+                locks.pop(ident, None)
                 raise HTTPException(409, f"session {ident} is {state}: start a new one")
             env = AsyncKernelEnv.resume(episode, service, config.settings, _problem(episode.task))
             try:
                 step = await env.step_result(ToolCall(tool=body.tool, code=body.code))
             except EpisodeOver as exc:
                 raise HTTPException(409, str(exc)) from None
-            _save(service, episode)
+            _save(service, episode)  # a session closed meanwhile stays closed (Store.save_session)
+            if episode.done:
+                locks.pop(ident, None)
             return step
 
     @app.delete(API + "/sessions/{ident}", dependencies=auth, status_code=204)
@@ -299,6 +305,48 @@ async def _reap(service: Evaluator, idle_seconds: float) -> None:
         await asyncio.sleep(min(60.0, max(idle_seconds / 4, 0.5)))
 
 
+UNAUTHORIZED = "authorization: expected 'Bearer <token>'"
+DRAIN_BYTES = 16 * MAX_REQUEST_BYTES  # read and dropped before a refusal, so that the client gets it, not a reset
+OPEN_PATHS = (f"{API}/health", "/docs", "/openapi.json", "/redoc")  # no token asked, no body read
+
+
+def token_ok(token: str | None, authorization: str | None) -> bool:
+    """Whether a request's Authorization header carries the server's bearer token (any does without one)."""
+    if token is None:
+        return True
+    scheme, _, given = (authorization or "").partition(" ")
+    return scheme.lower() == "bearer" and secrets.compare_digest(given.encode(), token.encode())
+
+
+class _Authorized:
+    """401 before anything reads the body: an unauthenticated request's body is drained unread
+    (at most DRAIN_BYTES, never kept), so that no caller without the token costs the server memory."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], token: str | None) -> None:
+        self.app, self.token = app, token
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]],
+                       send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+        if scope["type"] != "http" or scope.get("path") in OPEN_PATHS:
+            return await self.app(scope, receive, send)
+        header = dict(scope.get("headers") or []).get(b"authorization")
+        if token_ok(self.token, header.decode("latin-1") if header is not None else None):
+            return await self.app(scope, receive, send)
+        await _drain(receive)
+        await _refuse(send, 401, UNAUTHORIZED, [(b"www-authenticate", b"Bearer")])
+
+
+async def _drain(receive: Callable[[], Awaitable[dict[str, Any]]], seen: int = 0) -> None:
+    """Read what is left of a request's body, up to DRAIN_BYTES in all, and drop it."""
+    while seen <= DRAIN_BYTES:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        seen += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
+
+
 class _BodyLimit:
     """413 for a request body over `limit` bytes, declared or streamed, before anything parses it:
     a body without a declared length is read here (at most `limit` bytes) and handed on whole."""
@@ -313,6 +361,8 @@ class _BodyLimit:
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None:
             if not declared.isdigit() or int(declared) > self.limit:
+                if declared.isdigit() and int(declared) <= DRAIN_BYTES:
+                    await _drain(receive)
                 return await _too_large(self.limit, send)
             return await self.app(scope, receive, send)
         chunks, seen = [], 0
@@ -322,6 +372,8 @@ class _BodyLimit:
                 break
             seen += len(message.get("body", b""))
             if seen > self.limit:
+                if message.get("more_body", False):
+                    await _drain(receive, seen)
                 return await _too_large(self.limit, send)
             chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
@@ -339,7 +391,14 @@ class _BodyLimit:
 
 
 async def _too_large(limit: int, send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
-    body = f'{{"error": "request body: larger than {limit} bytes"}}'.encode()
-    await send({"type": "http.response.start", "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await _refuse(send, 413, f"request body: larger than {limit} bytes")
+
+
+async def _refuse(send: Callable[[dict[str, Any]], Awaitable[None]], status: int, error: str,
+                  headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """A one-line JSON error sent from a middleware, as the app's own handlers write them."""
+    body = json.dumps({"error": error}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *(headers or [])]})
     await send({"type": "http.response.body", "body": body})

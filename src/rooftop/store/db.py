@@ -339,13 +339,16 @@ class Store:
 
     # -- sessions of the HTTP server: an episode document and its state -----------------------
     def save_session(self, ident: str, task: str, state: str, episode_json: str) -> None:
+        """Store a session's document and state. A session once `closed` or `expired` stays so: a
+        tool call that was running when it was closed saves its turn, not its old state."""
         import time
 
         with self._db:
             self._db.execute("INSERT INTO sessions (id, created_at, updated_at, task, state, episode_json) "
                              "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
-                             "updated_at = excluded.updated_at, state = excluded.state, "
-                             "episode_json = excluded.episode_json",
+                             "updated_at = excluded.updated_at, episode_json = excluded.episode_json, "
+                             "state = CASE WHEN sessions.state IN ('closed', 'expired') THEN sessions.state "
+                             "ELSE excluded.state END",
                              (ident, _now(), time.time(), task, state, episode_json))
 
     def session(self, ident: str) -> tuple[str, str] | None:
