@@ -179,6 +179,36 @@ def test_the_agent_sees_neither_results_nor_held_out_data_nor_other_runs_nor_sec
     assert not (Path(record.folder) / "home").exists()  # credentials copied for the CLI do not outlive the run
 
 
+LOOKER = """#!{python}
+# a `command` agent that ignores its arguments: --version runs it whole, as it runs for the session
+import json, os, subprocess, sys
+from pathlib import Path
+workspace = Path(os.environ["HOME"]).parent / "workspace"
+seen = {{"key": "LOOKER_API_KEY" in os.environ, "solution": (workspace / "solution.py").exists(),
+         "check": (workspace / "check").exists()}}
+print(json.dumps(seen, sort_keys=True), flush=True)
+if seen["check"]:
+    subprocess.run([str(workspace / "check")], cwd=workspace, capture_output=True)
+"""
+
+
+def test_the_version_probe_gets_no_workspace_no_gateway_and_no_key(deck, evaluator, tmp_path, monkeypatch):
+    """The probe used to run the whole CLI beside the run's workspace, with the gateway and the API
+    key, before the session and outside its budget, and a ./check it made counted as the agent's."""
+    script = tmp_path / "looker"
+    script.write_text(LOOKER.format(python=sys.executable))
+    script.chmod(0o755)
+    monkeypatch.setenv("LOOKER_API_KEY", "sk-looker-1234")
+    plan = RunPlan(agent=AgentConfig(adapter="command", args=[str(script)], env=["LOOKER_API_KEY"], timeout=120),
+                   problem=str(deck / "scale"))
+    record = _run(plan, evaluator, tmp_path)
+    assert record.state == "done", record.error
+    assert json.loads(record.cli_version or "null") == {"check": False, "key": False, "solution": False}
+    assert json.loads((Path(record.folder) / "transcript.jsonl").read_text().splitlines()[0]) == {
+        "check": True, "key": True, "solution": True}  # the session itself has them all
+    assert record.checks == 1
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sandbox", ["none", pytest.param("bwrap", marks=needs_bwrap)])
 def test_the_budget_kills_the_agent_and_whatever_it_left_running(deck, evaluator, tmp_path, monkeypatch, sandbox):

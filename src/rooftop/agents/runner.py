@@ -18,6 +18,7 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from datetime import UTC, datetime
@@ -95,6 +96,9 @@ def run_agent(plan: RunPlan, *, evaluator: Evaluator, settings: Settings, runs_d
     folder.mkdir(parents=True)
     _save(db, record)
     try:
+        # before the gateway and the workspace exist: the probe is the whole CLI (a `command` agent
+        # ignores --version and runs), which must get nothing of the run's, not even its API key
+        record.cli_version = _probe_version(plan, adapter, agent_sandbox_kind, ident)
         with Gateway(evaluator, problem, settings, run_shapes=run_shapes, label=f"agent:{ident}",
                      log=folder / "calls.jsonl") as gateway:
             build_workspace(problem, workspace, socket_path=gateway.socket, run_shapes=run_shapes,
@@ -125,12 +129,10 @@ def run_agent(plan: RunPlan, *, evaluator: Evaluator, settings: Settings, runs_d
 
 def _run_session(plan: RunPlan, adapter: Adapter, record: AgentRun, folder: Path, workspace: Path, home: Path,
                  gateway: Path, sandbox_kind: str, grace_s: float) -> None:
-    program = executable(plan.agent.executable or adapter.program(plan.agent.args), plan.agent.adapter)
+    program, readable = _program(plan, adapter)
     prompt = (workspace / "PROMPT.md").read_text()
     launch = adapter.launch(executable=program, prompt=prompt, workspace=workspace, home=home, model=plan.model,
                             max_turns=plan.agent.max_turns, args=list(plan.agent.args))
-    readable = [Path(program).parent, Path(os.path.realpath(program)).parent,
-                *(Path(m).expanduser().resolve() for m in plan.agent.mounts)]
     sandbox = agent_sandbox(sandbox_kind, workspace=workspace, home=home, gateway=gateway, readable=readable)
     tmp = Path("/tmp") if sandbox.prefix else home / "tmp"
     tmp.mkdir(exist_ok=True)
@@ -138,7 +140,6 @@ def _run_session(plan: RunPlan, adapter: Adapter, record: AgentRun, folder: Path
     record.sandbox, record.sandbox_warning = sandbox.kind.value, sandbox.warning
     record.env_passed, record.env_missing = [n for n in plan.agent.env if n not in missing], missing
     record.command = _redacted(launch.argv, prompt, [os.environ[n] for n in record.env_passed])
-    record.cli_version = _version([*sandbox.prefix, *adapter.version_argv(program)], env, home)
     transcript, stderr = folder / "transcript.jsonl", folder / "stderr.log"
     record.transcript = transcript.name
     started = time.monotonic()
@@ -255,6 +256,31 @@ def _feed(proc: subprocess.Popen[bytes], text: str) -> None:
         proc.stdin.close()
     except OSError:
         pass
+
+
+def _program(plan: RunPlan, adapter: Adapter) -> tuple[str, list[Path]]:
+    """The CLI to start, and the folders it may read besides the system's."""
+    program = executable(plan.agent.executable or adapter.program(plan.agent.args), plan.agent.adapter)
+    return program, [Path(program).parent, Path(os.path.realpath(program)).parent,
+                     *(Path(m).expanduser().resolve() for m in plan.agent.mounts)]
+
+
+def _probe_version(plan: RunPlan, adapter: Adapter, sandbox_kind: str, ident: str) -> str | None:
+    """The CLI's `--version` line, asked in a sandbox of empty folders: no workspace, no gateway,
+    none of the variables the config passes (its API key), its leftovers killed after."""
+    program, readable = _program(plan, adapter)
+    with tempfile.TemporaryDirectory(prefix="rooftop-version-") as tmp:
+        places = [Path(tmp) / name for name in ("workspace", "home", "gateway", "tmp")]
+        for place in places:
+            place.mkdir()
+        workspace, home, gateway, scratch = places
+        sandbox = agent_sandbox(sandbox_kind, workspace=workspace, home=home, gateway=gateway, readable=readable)
+        marker = f"{ident}-version"
+        env, _ = agent_env([], home=home, tmp=Path("/tmp") if sandbox.prefix else scratch, extra={MARKER: marker})
+        try:
+            return _version([*sandbox.prefix, *adapter.version_argv(program)], env, workspace)
+        finally:
+            _kill_marked(marker)
 
 
 def _version(argv: list[str], env: dict[str, str], cwd: Path) -> str | None:
