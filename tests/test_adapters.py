@@ -338,6 +338,24 @@ def test_command_usage_from_a_last_usage_line(tmp_path):
     assert command.completed(plain, 0) and not command.completed(plain, 1) and not command.completed(plain, None)
 
 
+def test_usage_the_agent_prints_is_checked_and_says_where_it_came_from(tmp_path):
+    """`{"input_tokens": -5, "output_tokens": 1e9, "cost_usd": -100}` on a command agent's last line
+    was stored as it was printed."""
+    forged = write(tmp_path / "f.jsonl", {"usage": {"input_tokens": -5, "output_tokens": 1e9, "cost_usd": -100,
+                                                    "turns": 4, "cache_read_tokens": 7}})
+    raw = adapter("command").usage(forged, [])
+    checked = raw.checked(adapter("command").usage_origin)
+    assert (checked.input_tokens, checked.output_tokens, checked.cost_usd) == (None, None, None)
+    assert (checked.turns, checked.cache_read_tokens, checked.origin) == (4, 7, "reported")
+    assert checked.rejected == ["input_tokens=-5", "output_tokens=1000000000", "cost_usd=-100.0"]
+    honest = Usage(input_tokens=12_000_000, output_tokens=80_000, cost_usd=31.5, turns=90).checked("counted")
+    assert honest.rejected == [] and honest.origin == "counted" and honest.input_tokens == 12_000_000
+    assert Usage().checked("reported") == Usage()  # nothing reported: no origin either
+    assert Usage(cost_usd=float("nan")).checked("reported").rejected == ["cost_usd=nan"]
+    assert {adapter(n).usage_origin for n in ("claude", "cursor", "gemini", "command")} == {"reported"}
+    assert {adapter(n).usage_origin for n in ("codex", "opencode", "kimi", "llm")} == {"counted"}
+
+
 # --- the fake CLIs, run directly -------------------------------------------------------------------------
 
 STARTER = "class ModelNew:\n    def forward(self, x):\n        return x\n"

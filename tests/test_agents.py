@@ -189,6 +189,7 @@ seen = {{"key": "LOOKER_API_KEY" in os.environ, "solution": (workspace / "soluti
 print(json.dumps(seen, sort_keys=True), flush=True)
 if seen["check"]:
     subprocess.run([str(workspace / "check")], cwd=workspace, capture_output=True)
+print(json.dumps({{"usage": {{"input_tokens": -5, "output_tokens": 1e9, "cost_usd": -100, "turns": 2}}}}))
 """
 
 
@@ -207,6 +208,8 @@ def test_the_version_probe_gets_no_workspace_no_gateway_and_no_key(deck, evaluat
     assert json.loads((Path(record.folder) / "transcript.jsonl").read_text().splitlines()[0]) == {
         "check": True, "key": True, "solution": True}  # the session itself has them all
     assert record.checks == 1
+    assert record.usage.rejected == ["input_tokens=-5", "output_tokens=1000000000", "cost_usd=-100.0"]
+    assert (record.usage.input_tokens, record.usage.turns, record.usage.origin) == (None, 2, "reported")
 
 
 @pytest.mark.slow

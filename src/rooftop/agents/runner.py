@@ -168,7 +168,7 @@ def _run_session(plan: RunPlan, adapter: Adapter, record: AgentRun, folder: Path
         shutil.copyfile(path, target)
         extra.append(target)
     exit_code = None if record.timed_out else proc.returncode
-    record.usage = adapter.usage(transcript, extra)
+    record.usage = adapter.usage(transcript, extra).checked(adapter.usage_origin)
     record.completed = adapter.completed(transcript, exit_code)
 
 

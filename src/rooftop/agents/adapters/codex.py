@@ -48,6 +48,7 @@ def rollout_usage(rollout: Path) -> Usage | None:
 
 class CodexAdapter(Adapter):
     name = "codex"
+    usage_origin = "counted"  # summed here from its per-call records
     executable = "codex"
     key_env = ("OPENAI_API_KEY", "CODEX_API_KEY")
 

@@ -40,6 +40,7 @@ def wire_usage(wire: Path) -> dict[str, Usage]:
 
 class KimiAdapter(Adapter):
     name = "kimi"
+    usage_origin = "counted"  # summed here from its per-call records
     executable = "kimi"
     key_env = ("KIMI_API_KEY",)
     supports_max_turns = True

@@ -30,6 +30,7 @@ def _result(events: list[Event]) -> ResultEvent | None:
 
 class LLMAdapter(Adapter):
     name = "llm"
+    usage_origin = "counted"  # summed here from its per-call records
     executable = sys.executable
     key_env = ("OPENAI_API_KEY", "OPENAI_BASE_URL")
     supports_max_turns = True

@@ -33,6 +33,7 @@ def step_usage(part: dict[str, Any]) -> Usage:
 
 class OpencodeAdapter(Adapter):
     name = "opencode"
+    usage_origin = "counted"  # summed here from its per-call records
     executable = "opencode"
     key_env = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY", "OPENCODE_API_KEY")
 
