@@ -179,6 +179,27 @@ def test_the_agent_sees_neither_results_nor_held_out_data_nor_other_runs_nor_sec
     assert not (Path(record.folder) / "home").exists()  # credentials copied for the CLI do not outlive the run
 
 
+def test_files_left_in_the_agents_home_are_copied_only_as_regular_files_apart_from_the_records(
+        deck, evaluator, tmp_path, monkeypatch):
+    """A CLI left links in its session folder to the results database and a held-out problem.yaml,
+    and forged transcript.jsonl and calls.jsonl there: the collection followed the links, and the
+    forgeries replaced the run's own records (a check with speedup 50 that never happened)."""
+    secret = tmp_path / "outside" / "results.jsonl"
+    secret.parent.mkdir()
+    secret.write_text('{"secret": "SECRET-RESULTS"}\n')
+    monkeypatch.setenv("FAKE_SECRET_PATH", str(secret))
+    record = _run(_plan("forger", deck / "scale", env=["FAKE_SECRET_PATH"]), evaluator, tmp_path)
+    assert record.state == "done", record.error
+    folder = Path(record.folder)
+    copied = [p for p in folder.rglob("*") if p.is_file()]
+    assert not [p for p in copied if b"SECRET-RESULTS" in p.read_bytes()]
+    assert not [p for p in folder.rglob("*") if p.is_symlink()]
+    assert '"forged"' not in (folder / "transcript.jsonl").read_text()  # the captured stdout stays
+    assert "50.0" not in (folder / "calls.jsonl").read_text() and record.checks == 1  # the gateway's own
+    kept = folder / "agent_files" / ".claude" / "projects" / "p"
+    assert sorted(p.name for p in kept.iterdir()) == ["calls.jsonl", "transcript.jsonl"]  # apart, as left
+
+
 LOOKER = """#!{python}
 # a `command` agent that ignores its arguments: --version runs it whole, as it runs for the session
 import json, os, subprocess, sys

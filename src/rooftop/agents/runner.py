@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -39,9 +40,11 @@ from rooftop.problem.registry import resolve
 from rooftop.problem.spec import Problem
 from rooftop.service.evaluator import Evaluator
 from rooftop.store.db import Store
+from rooftop.transcripts.detect import AGENT_FILES
 
 GRACE_S = 5.0  # between TERM and KILL
 MARKER = "ROOFTOP_AGENT_RUN"
+MAX_FILE_BYTES, MAX_FILES_BYTES = 64 << 20, 256 << 20
 
 
 class AgentConfig(BaseModel):
@@ -162,14 +165,39 @@ def _run_session(plan: RunPlan, adapter: Adapter, record: AgentRun, folder: Path
             _kill_marked(record.id)
     record.wall_s = round(time.monotonic() - started, 3)
     record.exit_code = proc.returncode
-    extra = []
-    for path in adapter.extra_transcripts(home):
-        target = folder / path.name
-        shutil.copyfile(path, target)
-        extra.append(target)
+    extra = collect_files(adapter.extra_transcripts(home), home, folder / AGENT_FILES)
     exit_code = None if record.timed_out else proc.returncode
     record.usage = adapter.usage(transcript, extra).checked(adapter.usage_origin)
     record.completed = adapter.completed(transcript, exit_code)
+
+
+def collect_files(paths: list[Path], home: Path, into: Path) -> list[Path]:
+    """Copies of the agent's files under `into`, at their place relative to its home: only regular
+    files reached through no link (each opened with O_NOFOLLOW, checked after opening), at most
+    MAX_FILE_BYTES each and MAX_FILES_BYTES in all; anything else is left where it is. The agent's
+    processes are gone by now, so nothing changes under the walk."""
+    root, copied, left = Path(os.path.realpath(home)), [], MAX_FILES_BYTES
+    for path in paths:
+        place = Path(os.path.abspath(path))
+        if not place.is_relative_to(root) or Path(os.path.realpath(place)) != place:
+            continue  # outside the home, or a link on the way
+        try:
+            fd = os.open(place, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue
+        with os.fdopen(fd, "rb") as source:
+            status = os.fstat(source.fileno())
+            if not stat.S_ISREG(status.st_mode) or status.st_size > min(MAX_FILE_BYTES, left):
+                continue
+            target = into / place.relative_to(root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            data = source.read(min(MAX_FILE_BYTES, left) + 1)
+            if len(data) > min(MAX_FILE_BYTES, left):
+                continue
+            target.write_bytes(data)
+            left -= len(data)
+            copied.append(target)
+    return copied
 
 
 def _grade(evaluator: Evaluator, problem: Problem, settings: Settings, workspace: Path, run_shapes: str,

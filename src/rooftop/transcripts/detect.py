@@ -5,12 +5,12 @@ a banner), so records are read in windows and each format's sniffer is asked, in
 until one recognises a window. A file no sniffer recognises loads as format `unknown`, every record
 kept raw.
 
-A run folder holds the agent's stdout as `transcript.jsonl` and, beside it, the files the CLI kept
-for itself. Where one of those says more than the stdout, it is loaded instead (`choose` says which
-and why): a Codex rollout has the model, timestamps, reasoning and diffs that `codex exec --json`
-lacks; a Kimi `context.jsonl` has the user's prompts that print mode does not echo, and its
-`wire.jsonl` the usage. Claude Code's stream stays the choice over its session files: it has the
-result line (totals, cost) and the subagents inline.
+A run folder holds the agent's stdout as `transcript.jsonl` and, under `agent_files/` (beside it in
+older folders), the files the CLI kept for itself. Where one of those says more than the stdout, it
+is loaded instead (`choose` says which and why): a Codex rollout has the model, timestamps,
+reasoning and diffs that `codex exec --json` lacks; a Kimi `context.jsonl` has the user's prompts
+that print mode does not echo, and its `wire.jsonl` the usage. Claude Code's stream stays the
+choice over its session files: it has the result line (totals, cost) and the subagents inline.
 """
 
 from __future__ import annotations
@@ -28,6 +28,10 @@ UNKNOWN = "unknown"
 WINDOW = 20  # records per sniffing window
 SCAN_LIMIT = 2000  # records read at most to tell a format
 TRANSCRIPT = "transcript.jsonl"
+CALLS = "calls.jsonl"  # the gateway's record of the run's checks and benches, never a transcript
+# where the runner copies the files a CLI kept for itself (agents/runner.py: regular files only, apart
+# from the harness's own records); older run folders have them beside the transcript
+AGENT_FILES = "agent_files"
 
 
 def sniff(window: list[Any]) -> str | None:
@@ -99,7 +103,9 @@ def choose(folder: str | Path) -> Choice | None:
     folder = Path(folder)
     stdout = folder / TRANSCRIPT
     main = detect(stdout) if stdout.is_file() and stdout.stat().st_size else None
-    candidates = {p: detect(p) for p in sorted(folder.glob("*.jsonl")) if p != stdout and p.stat().st_size}
+    kept = [*folder.glob("*.jsonl"), *(folder / AGENT_FILES).rglob("*.jsonl")]
+    candidates = {p: detect(p) for p in sorted(kept) if p not in (stdout, folder / CALLS) and p.is_file()
+                  and p.stat().st_size}
     if main in (None, UNKNOWN, "codex_exec") and any(f == "codex_rollout" for f in candidates.values()):
         thread = string(_first(stdout, "thread.started").get("thread_id")) if main else None
         rollout = _rollout(candidates, thread)
