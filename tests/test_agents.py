@@ -273,7 +273,8 @@ def test_a_crashed_or_wrong_agent_is_recorded_as_such(deck, evaluator, tmp_path)
     assert wrong.completed and wrong.graded and wrong.graded.status == "incorrect"
     assert wrong.visible and wrong.visible.status == "incorrect" and wrong.visible.shapes == "visible"
     assert (Path(wrong.folder) / "transcript.jsonl").stat().st_size > 0
-    assert any(p.name.startswith("rollout-") for p in Path(wrong.folder).iterdir())  # codex's own session file
+    # codex's own session file, copied apart from the run's records
+    assert any(p.name.startswith("rollout-") for p in (Path(wrong.folder) / "agent_files").rglob("*"))
     assert wrong.usage.input_tokens and wrong.usage.output_tokens
 
 
