@@ -4,7 +4,6 @@ Claude Code and Codex, and rooftop's own agent against a scripted OpenAI-compati
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import shutil
@@ -109,20 +108,65 @@ class _NoEvaluator:
         raise AssertionError("a refused request reached the evaluator")
 
 
-@pytest.mark.parametrize("request_body, why", [
-    ({"tool": "grade", "files": {}}, "tool"),
-    ({"tool": "check", "files": {"solution.py": "eA=="}, "shapes": "all"}, "exactly"),
-    ({"tool": "bench", "files": {"../solution.py": "eA=="}}, "solution.py is missing"),
-    ({"tool": "bench", "files": {"solution.py": "eA==", "/etc/x.py": "eA=="}}, "not solution.py"),
-    ({"tool": "bench", "files": {"solution.py": "not base64!"}}, "base64"),
-    ({"tool": "bench", "files": {"solution.py": base64.b64encode(b"x" * (5 << 20)).decode()}}, "bytes"),
+@pytest.mark.parametrize("request_body, workspace, why", [
+    ({"tool": "grade"}, {"solution.py": GOOD}, "tool"),
+    ({"tool": "check", "files": {"solution.py": "eA=="}}, {"solution.py": GOOD}, "exactly the field 'tool'"),
+    ({"tool": "check", "shapes": "all"}, {"solution.py": GOOD}, "exactly the field 'tool'"),
+    ({"tool": "check"}, {}, "no solution.py"),
+    ({"tool": "bench"}, {"solution.py": "x" * (5 << 20)}, "bytes"),
+    ({"tool": "bench"}, {"solution.py": GOOD, "kernels/x.cu": "// " + "x" * (5 << 20)}, "bytes"),
 ])
-def test_the_gateway_decides_what_is_evaluated(tmp_path, deck, request_body, why):
+def test_the_gateway_decides_what_is_evaluated(tmp_path, deck, request_body, workspace, why):
+    ws = tmp_path / "ws"
+    for name, text in workspace.items():
+        (ws / name).parent.mkdir(parents=True, exist_ok=True)
+        (ws / name).write_text(text)
+    ws.mkdir(exist_ok=True)
     gateway = Gateway(_NoEvaluator(), load_problem(deck / "scale"), Settings(), run_shapes="visible",  # type: ignore[arg-type]
-                      label="t", log=tmp_path / "calls.jsonl")
+                      label="t", log=tmp_path / "calls.jsonl", workspace=ws)
     answer = gateway.answer(json.dumps(request_body).encode())
     assert answer["exit"] == 2 and why in answer["text"]
     assert json.loads((tmp_path / "calls.jsonl").read_text())["error"]
+
+
+class _Submitted(Exception):
+    pass
+
+
+class _Capture:
+    device = "cpu"
+
+    def __init__(self) -> None:
+        self.sources: list = []
+
+    def submit(self, problem, source, settings, label=None):
+        self.sources.append(source)
+        raise _Submitted
+
+
+def test_a_check_evaluates_exactly_what_the_grade_will(tmp_path, deck):
+    """The check client followed a `kernels` link that the grader skipped: check said `rejected`
+    while the grade said `correct` (and the reverse would fail an honest agent)."""
+    from rooftop.agents.workspace import snapshot
+
+    ws = tmp_path / "ws"
+    (ws / "kernels").mkdir(parents=True)
+    (ws / "solution.py").write_text(GOOD)
+    (ws / "kernels" / "k.cu").write_text("// kept")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "evil.cu").write_text("// not part of the solution")
+    (ws / "kernels" / "linked").symlink_to(outside, target_is_directory=True)
+    (ws / "kernels" / "leak.cu").symlink_to(outside / "evil.cu")
+    capture = _Capture()
+    gateway = Gateway(capture, load_problem(deck / "scale"), Settings(), run_shapes="visible",  # type: ignore[arg-type]
+                      label="t", log=tmp_path / "calls.jsonl", workspace=ws)
+    for tool in ("check", "bench"):
+        with pytest.raises(_Submitted):
+            gateway.answer(json.dumps({"tool": tool}).encode())
+    graded = snapshot(solution_files(ws))
+    assert [s.files for s in capture.sources] == [graded.files, graded.files]
+    assert sorted(graded.files) == ["kernels/k.cu", "solution.py"]
 
 
 # -- runs: the sandbox, the budget, what is left behind ---------------------------------------

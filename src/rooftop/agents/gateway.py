@@ -1,17 +1,17 @@
 """The trusted end of `./check` and `./bench`: one per run, on a Unix socket the agent's
 sandbox can reach and nothing else.
 
-A request names a tool and carries the solution's files as the agent sees them; the gateway
-alone decides what is evaluated: that problem, on the run's shapes (visible ones; smoke on a
-CPU), with correctness only for `check` and with timing for `bench`, through the evaluation
-service (its queue keeps two timings off one GPU at once). The answer is the agent-facing view
-of the verdict. Every call is logged in the run folder (`calls.jsonl`).
+A request names a tool and nothing else; the gateway alone decides what is evaluated: the
+solution as it stands in the workspace, read from outside the sandbox by the function the final
+grade reads it with (`solution_files`: regular files, no links), that problem, on the run's shapes
+(visible ones; smoke on a CPU), with correctness only for `check` and with timing for `bench`,
+through the evaluation service (its queue keeps two timings off one GPU at once). So a check
+and the grade never see two different solutions. The answer is the agent-facing view of the
+verdict. Every call is logged in the run folder (`calls.jsonl`).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import socketserver
 import tempfile
@@ -22,17 +22,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from rooftop.agents.workspace import snapshot
+from rooftop.agents.workspace import NO_SOLUTION, snapshot, solution_files
 from rooftop.env.view import agent_view, render
 from rooftop.errors import UserError
 from rooftop.pipeline.job import Settings
 from rooftop.problem.spec import Problem
 from rooftop.score.reward import compute_reward
 from rooftop.service.evaluator import Evaluator, Result
-from rooftop.service.jobs import MAX_SOURCE_BYTES
 from rooftop.verdict import Status
 
-MAX_REQUEST = MAX_SOURCE_BYTES * 4 // 3 + 64 * 1024  # base64 of the largest solution, and the envelope
+MAX_REQUEST = 1024  # {"tool": "check"}, with room to spare
 
 
 class Call(BaseModel):
@@ -49,8 +48,9 @@ class Call(BaseModel):
 
 class Gateway:
     def __init__(self, evaluator: Evaluator, problem: Problem, settings: Settings, *, run_shapes: str,
-                 label: str, log: Path) -> None:
+                 label: str, log: Path, workspace: Path) -> None:
         self.evaluator, self.problem, self.label, self.log = evaluator, problem, label, log
+        self.workspace = workspace
         self.settings = settings.model_copy(update={"shapes": run_shapes})
         self.folder = self.socket = Path()  # made on entering: a short path, as socket paths are limited
         self.calls: list[Call] = []
@@ -94,7 +94,10 @@ class Gateway:
     def answer(self, raw: bytes) -> dict[str, Any]:
         started = time.time()
         try:
-            tool, files = self._request(raw)
+            tool = self._request(raw)
+            files = solution_files(self.workspace)
+            if not files:
+                raise UserError(NO_SOLUTION)
         except UserError as exc:
             self._record(Call(tool="?", at=started, wall_s=0.0, error=str(exc)))
             return {"exit": 2, "text": f"refused: {exc}\n"}
@@ -122,26 +125,19 @@ class Gateway:
                 continue
         return None
 
-    def _request(self, raw: bytes) -> tuple[str, dict[str, bytes]]:
+    def _request(self, raw: bytes) -> str:
         if len(raw) > MAX_REQUEST:
             raise UserError(f"request: more than {MAX_REQUEST} bytes")
         try:
             body = json.loads(raw)
         except ValueError:
             raise UserError("request: not a JSON object") from None
-        if not isinstance(body, dict) or set(body) != {"tool", "files"}:
-            raise UserError("request: expected exactly the fields 'tool' and 'files'")
-        tool, files = body["tool"], body["files"]
+        if not isinstance(body, dict) or set(body) != {"tool"}:
+            raise UserError("request: expected exactly the field 'tool' (the solution is read from the workspace)")
+        tool = body["tool"]
         if tool not in ("check", "bench"):
             raise UserError(f"tool: expected 'check' or 'bench', got {str(tool)[:40]!r}")
-        if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
-            raise UserError("files: expected an object of file names to base64 text")
-        try:
-            decoded = {name: base64.b64decode(data, validate=True) for name, data in files.items()}
-        except (binascii.Error, ValueError):
-            raise UserError("files: not base64") from None
-        snapshot(decoded)  # names and sizes, else a UserError
-        return tool, decoded
+        return str(tool)
 
     def _record(self, call: Call) -> None:
         with self._lock:

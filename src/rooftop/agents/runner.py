@@ -32,7 +32,7 @@ from rooftop.agents.adapters import adapter as find_adapter
 from rooftop.agents.gateway import Gateway
 from rooftop.agents.record import AgentRun, Grade
 from rooftop.agents.sandbox import agent_env, agent_sandbox
-from rooftop.agents.workspace import build_workspace, snapshot, solution_files
+from rooftop.agents.workspace import NO_SOLUTION, build_workspace, snapshot, solution_files
 from rooftop.env.core import shape_groups
 from rooftop.errors import UserError
 from rooftop.pipeline.job import Settings
@@ -103,7 +103,7 @@ def run_agent(plan: RunPlan, *, evaluator: Evaluator, settings: Settings, runs_d
         # ignores --version and runs), which must get nothing of the run's, not even its API key
         record.cli_version = _probe_version(plan, adapter, agent_sandbox_kind, ident)
         with Gateway(evaluator, problem, settings, run_shapes=run_shapes, label=f"agent:{ident}",
-                     log=folder / "calls.jsonl") as gateway:
+                     log=folder / "calls.jsonl", workspace=workspace) as gateway:
             build_workspace(problem, workspace, socket_path=gateway.socket, run_shapes=run_shapes,
                             budget_s=plan.agent.timeout, max_turns=plan.agent.max_turns)
             home.mkdir()
@@ -210,7 +210,7 @@ def _grade(evaluator: Evaluator, problem: Problem, settings: Settings, workspace
         return (Grade(shapes=run_shapes, status="rejected", message=str(exc)),
                 Grade(shapes=graded_shapes, status="rejected", message=str(exc)))
     if not files:
-        why = "no solution.py (a regular file) in the workspace"
+        why = NO_SOLUTION
         return (Grade(shapes=run_shapes, status="no_solution", message=why),
                 Grade(shapes=graded_shapes, status="no_solution", message=why))
     source = snapshot(files)

@@ -92,6 +92,9 @@ def build_workspace(problem: Problem, root: Path, *, socket_path: Path, run_shap
     return root
 
 
+NO_SOLUTION = "no solution.py (a regular file) in the workspace"
+
+
 def solution_files(root: Path) -> dict[str, bytes]:
     """The solution as it stands in a workspace, read from outside the sandbox: regular files
     only, never through a link (an agent could point one at the results or a held-out file), at
