@@ -26,6 +26,18 @@ PYTHON=${PYTHON:-python3}
 WHEELS=${WHEELS:-}
 REUSE_TORCH=${REUSE_TORCH:-auto}
 stamp="$VENV/.rooftop-installed"
+
+# bubblewrap, the candidates' sandbox: installed where this user can (root with apt-get), else said how
+if ! command -v bwrap >/dev/null 2>&1 && [ -z "${ROOFTOP_BWRAP:-}" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing bubblewrap (the sandbox candidates run in)"
+    apt-get install -y -q bubblewrap >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && \
+      apt-get install -y -q bubblewrap >/dev/null 2>&1; } || echo "could not install bubblewrap with apt-get" >&2
+  fi
+  command -v bwrap >/dev/null 2>&1 || echo "bubblewrap is not installed: eval and demo will run candidates" \
+    "without a sandbox, and serve, batch, the env and agent runs refuse to unless given --sandbox none;" \
+    "install it with: sudo apt-get install bubblewrap" >&2
+fi
 if [ -f "$stamp" ] && [ "$stamp" -nt pyproject.toml ]; then exit 0; fi
 
 "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "rooftop needs Python >= 3.11" >&2; exit 2; }

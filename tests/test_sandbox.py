@@ -73,3 +73,70 @@ def test_auto_without_bwrap_warns_on_the_verdict(monkeypatch):
     v = run("scale", "good.py")
     assert v.status.value == "correct" and v.sandbox == "none"
     assert v.warnings and "no sandbox" in v.warnings[0]
+
+
+def _cli(*args: str, env: dict[str, str]):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "rooftop", *args], capture_output=True, text=True, check=False,
+                          env={**os.environ, "COLUMNS": "200", **env}, timeout=300)
+
+
+def _folder(tmp_path):
+    """A folder of one solution, as `rooftop batch --problem` takes."""
+    folder = tmp_path / "solutions"
+    folder.mkdir(exist_ok=True)
+    (folder / "good.py").write_text((FIXTURES / "solutions/good.py").read_text())
+    return folder
+
+
+def test_what_runs_candidates_for_others_refuses_auto_without_bwrap(tmp_path, monkeypatch):
+    """On a machine without bubblewrap `--sandbox auto` quietly meant no sandbox for the server, a
+    batch, the env and agent runs: a candidate then read the server's token from its parent."""
+    from rooftop.agents.runner import AgentConfig
+    from rooftop.agents.sweep import SweepConfig, run_sweep
+    from rooftop.env import KernelEnv
+    from rooftop.errors import UserError
+
+    missing = {"ROOFTOP_BWRAP": "/nonexistent/bwrap"}
+    good = _folder(tmp_path)
+    for args in (["batch", str(good), "--problem", str(FIXTURES / "problems/scale"), "--device", "cpu",
+                  "--db", str(tmp_path / "b.db")],
+                 ["serve", "--device", "cpu", "--db", str(tmp_path / "s.db"), "--port", "1"]):
+        proc = _cli(*args, env=missing)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        line = proc.stderr.strip().splitlines()[-1]
+        assert "--sandbox auto: bubblewrap is not installed" in line and "--sandbox none" in line, proc.stderr
+    monkeypatch.setenv("ROOFTOP_BWRAP", "/nonexistent/bwrap")
+    with pytest.raises(UserError, match="settings.sandbox auto: bubblewrap is not installed"):
+        KernelEnv(db=tmp_path / "e.db", device="cpu")
+    sweep = SweepConfig(agents=[AgentConfig(adapter="claude")], problems=["examples/softmax"], device="cpu",
+                        db=tmp_path / "a.db", out=tmp_path / "runs")
+    with pytest.raises(UserError, match="--sandbox auto"):
+        run_sweep(sweep)
+    with pytest.raises(UserError, match="--agent-sandbox auto"):
+        run_sweep(sweep.model_copy(update={"sandbox": "none"}))
+
+
+def test_asking_for_no_sandbox_by_name_runs_and_every_view_says_so(tmp_path):
+    from rooftop.env.view import agent_view, render
+
+    proc = _cli("batch", str(_folder(tmp_path)), "--problem", str(FIXTURES / "problems/scale"),
+                "--device", "cpu", "--sandbox", "none", "--db", str(tmp_path / "b.db"), "--json",
+                env={"ROOFTOP_BWRAP": "/nonexistent/bwrap"})
+    assert proc.returncode == 0, proc.stderr
+    v = run("scale", "good.py", sandbox="none")
+    assert v.status.value == "correct" and v.sandbox == "none"
+    assert any(w.startswith("no sandbox (--sandbox none)") for w in v.warnings)
+    view = agent_view(v, 0.0)
+    assert view.unsandboxed and "no sandbox" in render(view).splitlines()[2]
+    sandboxed = v.model_copy(update={"sandbox": "bwrap", "warnings": []})
+    assert agent_view(sandboxed, 0.0).unsandboxed is None
+
+
+def test_eval_says_first_that_it_runs_unsandboxed(tmp_path):
+    proc = _cli("eval", str(FIXTURES / "problems/scale"), str(FIXTURES / "solutions/good.py"), "--device", "cpu",
+                "--db", str(tmp_path / "e.db"), env={"ROOFTOP_BWRAP": "/nonexistent/bwrap"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().splitlines()[0].startswith("warning: no sandbox: bubblewrap is not installed")

@@ -116,8 +116,11 @@ def pending(config: SweepConfig, all_plans: list[RunPlan]) -> tuple[list[RunPlan
 def run_sweep(config: SweepConfig, *, on_run: Callable[[AgentRun], None] | None = None,
               on_start: Callable[[int, int], None] | None = None) -> list[AgentRun]:
     """Every cell of the sweep that has no finished run; all the sweep's runs, in plan order."""
+    from rooftop.integrity.sandbox import require_isolation
     from rooftop.pipeline.evaluate import resolve_device
 
+    require_isolation(config.sandbox, "an agent run's grading")
+    require_isolation(config.agent_sandbox, "the agent", "--agent-sandbox")
     check_agents(config.agents)
     problems = [p for target in config.problems for p in resolve_many(target)]
     all_plans = plans(config, problems)

@@ -78,6 +78,9 @@ def batch_command(
 
     submissions = read_input(input, problem)
     settings = settings_from_options(device, shapes, timeout, seed, timing, sandbox, graphs)
+    from rooftop.integrity.sandbox import require_isolation
+
+    require_isolation(settings.sandbox, "rooftop batch")
     dev = resolve_device(settings.device)
     store = Store(db)
     try:

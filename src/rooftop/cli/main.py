@@ -24,6 +24,7 @@ from rooftop.cli.common import (
     ShapesOpt,
     TimeoutOpt,
     cli_app,
+    err,
     out,
     settings_from_options,
 )
@@ -60,6 +61,15 @@ def rooftop_command(
                                           help="print the version and exit")] = False,
 ) -> None:
     """Options that come before any command; the app's help text is the one shown."""
+
+
+def _warn_unsandboxed(sandbox: Sandbox) -> None:
+    """`eval` and `demo` run the user's own code: `auto` may fall back to no sandbox, said first."""
+    from rooftop.integrity.sandbox import unsandboxed_warning
+
+    warning = unsandboxed_warning() if sandbox is Sandbox.auto else None
+    if warning:
+        err.print(f"[bold red]{warning}[/]")
 
 
 def _start_child_ahead(problem: Problem, solution: Solution, device: Device, sandbox: Sandbox) -> None:
@@ -99,6 +109,7 @@ def eval_command(
 
     spec = resolve(problem)
     sol = load_solution(solution)
+    _warn_unsandboxed(sandbox)
     _start_child_ahead(spec, sol, device, sandbox)
     from rooftop.api import run_evaluation
     from rooftop.cli.progress import event_display
@@ -166,6 +177,7 @@ def demo_command(
     names = bundled_names(deck)
     if not names:
         raise UserError(f"--deck: no bundled deck named '{deck}' (or it holds no problems)")
+    _warn_unsandboxed(sandbox)
     settings = settings_from_options(device, shapes, timeout, None, True, sandbox)
     dev = resolve_device(settings.device)
     if timeout is None and dev == "cuda":

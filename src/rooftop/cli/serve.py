@@ -44,6 +44,9 @@ def serve_command(
         raise UserError(f"--host {host}: listening beyond the loopback interface needs a token "
                         "(--token-file FILE or $ROOFTOP_TOKEN)")
     settings = settings_from_options(device, "auto", timeout, None, True, sandbox)
+    from rooftop.integrity.sandbox import require_isolation
+
+    require_isolation(settings.sandbox, "rooftop serve")
     from rooftop.pipeline.evaluate import resolve_device
     from rooftop.server.app import ServerConfig, create_app
     from rooftop.store.db import Store
@@ -55,6 +58,9 @@ def serve_command(
 
     err.print(f"rooftop serve: http://{host}:{port}/v1 on {config.device}, results in {db}"
               + ("" if token else " (no token: loopback only)"))
+    if settings.sandbox == "none":
+        err.print("rooftop serve: warning: no sandbox (--sandbox none): every candidate runs with this user's files "
+                  "and network, and its verdict says so")
     uvicorn.run(create_app(config), host=host, port=port, log_level="warning")
 
 

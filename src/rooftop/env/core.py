@@ -129,6 +129,9 @@ class _EpisodeRules:
             raise UserError(f"reward: unknown reward function '{reward}' (known: {', '.join(sorted(REWARD_FNS))})")
         if max_turns < 1:
             raise UserError(f"max_turns: expected at least 1, got {max_turns}")
+        from rooftop.integrity.sandbox import require_isolation
+
+        require_isolation((settings or Settings()).sandbox, "the environment", "settings.sandbox")
         if evaluator is None:
             from rooftop.pipeline.evaluate import resolve_device
 

@@ -53,6 +53,7 @@ class AgentView(BaseModel):
     geomean_speedup: float | None = None
     # why the reward ignores the speedup ("not measured on 1 of 2 shapes (machine shared)"), no shape named
     speedup_ignored: str | None = None
+    unsandboxed: str | None = None  # the candidate ran without a sandbox: said to whoever sees the verdict
 
 
 def agent_view(verdict: Verdict, reward: float, graded: bool = False) -> AgentView:
@@ -74,6 +75,8 @@ def agent_view(verdict: Verdict, reward: float, graded: bool = False) -> AgentVi
         splits=splits if graded else {},
         geomean_speedup=verdict.summary.geomean_speedup,
         speedup_ignored=_ignored(verdict),
+        unsandboxed=next((w for w in verdict.warnings if w.startswith("no sandbox")), None)
+        if verdict.sandbox == "none" else None,
     )
 
 
@@ -106,6 +109,8 @@ def render(view: AgentView) -> str:
     """The view as the text of an observation."""
     lines = [f"status: {view.status.value}" + (f" (failed at {view.failed_gate})" if view.failed_gate else ""),
              f"reward: {view.reward:.4g}"]
+    if view.unsandboxed:
+        lines.append(f"warning: {view.unsandboxed}")
     mean = f"{view.geomean_speedup:.3g}x" if view.geomean_speedup is not None else None
     if view.speedup_ignored:
         lines.append("speedup over the reference (geometric mean): "

@@ -113,6 +113,24 @@ def require_bwrap() -> str:
     return binary
 
 
+def require_isolation(choice: str, what: str, option: str = "--sandbox") -> None:
+    """What runs candidates for others (the server, a batch, the env, agent runs) takes no silent
+    fallback: `auto` without bubblewrap is a usage error, and running unsandboxed is asked for by
+    name (`none`), which every verdict then says."""
+    if SandboxKind(choice) is SandboxKind.auto and bwrap_path() is None:
+        raise UserError(f"{option} auto: bubblewrap is not installed here, so {what} would run code with this "
+                        "user's files and network; install it (apt-get install bubblewrap, or point ROOFTOP_BWRAP "
+                        f"at a bwrap binary), or pass {option} none to run it unsandboxed")
+
+
+def unsandboxed_warning() -> str | None:
+    """The first line `eval` and `demo` print where `auto` finds no bubblewrap (None where it does)."""
+    if bwrap_path() is not None:
+        return None
+    return ("warning: no sandbox: bubblewrap is not installed, so candidates run with this user's files and "
+            "network (apt-get install bubblewrap)")
+
+
 def scrubbed_env(base: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
     """Only allow-listed variables whose names do not look like secrets, plus ours."""
     kept = {k: v for k, v in base.items()
@@ -139,8 +157,9 @@ def plan(kind: SandboxKind | str, *, scratch: Path, writable: list[Path], readab
     limits = Limits(address_space_bytes=(48 << 30) if device == "cpu" else None, memory_bytes=default_memory_limit(),
                     processes=MAX_PROCESSES)
     if binary is None:
-        warning = "no sandbox: bubblewrap is not installed, so the candidate ran with this user's file " \
-            "and network access" if asked is SandboxKind.auto else None
+        warning = ("no sandbox: bubblewrap is not installed, so the candidate ran with this user's file "
+                   "and network access" if asked is SandboxKind.auto else
+                   "no sandbox (--sandbox none): the candidate ran with this user's file and network access")
         return SandboxPlan(SandboxKind.none, [], child_env, limits, [scratch, *writable], warning)
     return SandboxPlan(SandboxKind.bwrap, _bwrap_args(binary, scratch, writable, readable, device),
                        child_env, limits, [scratch, *writable])
