@@ -5,6 +5,7 @@ the API from its own OpenAPI schema with no 5xx answer."""
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import sys
@@ -333,3 +334,45 @@ def test_fuzzing_the_api_from_its_schema_gets_no_5xx(decks, tmp_path):
                     assert mode is GenerationMode.NEGATIVE  # nothing to break in an operation without inputs
     assert failures == []
     assert sum(statuses.values()) >= 300 and {401, 404, 422} <= set(statuses), statuses
+
+
+def test_the_token_is_in_no_environment_of_the_server_or_its_workers(tmp_path):
+    """A candidate run without a sandbox read ROOFTOP_TOKEN from /proc/<device worker>/environ."""
+    import socket as sockets
+
+    import httpx
+
+    with sockets.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    token = "tok-" + "7" * 24
+    env = {**os.environ, "ROOFTOP_TOKEN": token}
+    server = subprocess.Popen([sys.executable, "-m", "rooftop", "serve", "--device", "cpu", "--port", str(port),
+                               "--db", str(tmp_path / "r.db"), "--workers", "1", "--builders", "1"],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/v1/splits", headers={"Authorization": f"Bearer {token}"},
+                             timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline and server.poll() is None, "the server did not start"
+            time.sleep(0.2)
+        time.sleep(2.0)  # the service's workers start beside the server
+        tree, seen = [server.pid], []
+        while tree:
+            pid = tree.pop()
+            try:
+                seen.append((pid, open(f"/proc/{pid}/environ", "rb").read()))
+                for task in os.listdir(f"/proc/{pid}/task"):
+                    tree += [int(c) for c in open(f"/proc/{pid}/task/{task}/children").read().split()]
+            except OSError:
+                continue
+        assert len(seen) >= 3  # the server, a device worker and a build worker at least
+        assert not [pid for pid, environ in seen if token.encode() in environ]
+    finally:
+        server.terminate()
+        server.wait(timeout=60)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ipaddress
-import os
 import socket
 from pathlib import Path
 from typing import Annotated
@@ -65,6 +64,11 @@ def serve_command(
 
 
 def _token(path: Path | None) -> str | None:
+    from rooftop.integrity.environ import withdraw
+
+    # out of this process's environment and memory before any worker starts: the workers, their builds
+    # and children inherit what is left, and a candidate without a sandbox can read /proc/<pid>/environ
+    from_env = withdraw("ROOFTOP_TOKEN")
     if path is not None:
         try:
             token = path.read_text().strip()
@@ -73,7 +77,7 @@ def _token(path: Path | None) -> str | None:
         if not token:
             raise UserError(f"--token-file {path}: the file is empty")
         return token
-    return os.environ.get("ROOFTOP_TOKEN") or None
+    return from_env or None
 
 
 def _loopback(host: str) -> bool:
