@@ -16,6 +16,10 @@ import os
 import signal
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rooftop.integrity.cgroup import ChildCgroup
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 EVERY = 0.1  # seconds between looks
@@ -41,8 +45,10 @@ def default_memory_limit() -> int:
 
 
 class TreeWatchdog:
-    def __init__(self, root: int, memory_bytes: int | None, processes: int | None) -> None:
+    def __init__(self, root: int, memory_bytes: int | None, processes: int | None,
+                 cgroup: ChildCgroup | None = None) -> None:
         self.root, self.memory_bytes, self.processes = root, memory_bytes, processes
+        self.cgroup = cgroup  # the kernel's bounds on the same tree, whose counters each look reads
         self.breach: str | None = None  # why the tree was killed
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name=f"rooftop-watchdog-{root}", daemon=True)
@@ -55,10 +61,20 @@ class TreeWatchdog:
     def stop(self) -> None:
         self._stop.set()
 
+    def kernel_breach(self) -> str | None:
+        """The limit the tree's cgroup hit, if any (also read once the child is found dead: it may
+        have died of it between two looks)."""
+        if self.breach is None and self.cgroup is not None:
+            self.breach = self.cgroup.breach()
+        return self.breach
+
     def _watch(self) -> None:
         while not self._stop.wait(EVERY):
             pids = tree(self.root)
             if not pids:
+                return
+            if self.kernel_breach():  # what the kernel left of a tree it stopped goes too
+                self._kill(pids, self.breach or "")
                 return
             if self.processes and len(pids) > self.processes:
                 self._kill(pids, f"[processes] the candidate ran more than {self.processes} processes at once: "

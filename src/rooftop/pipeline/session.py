@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
+from rooftop.integrity.cgroup import ChildCgroup
 from rooftop.integrity.sandbox import SandboxPlan
 from rooftop.integrity.watchdog import TreeWatchdog
 from rooftop.pipeline.channel import ChannelReader
@@ -44,14 +45,24 @@ class ChildSession:
         reply_read, reply_write = os.pipe()
         # descriptors of shared memory (check/landing.py) go over a socket: pipes cannot carry them
         self._descriptors, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        limits = sandbox.limits
+        # the kernel's bounds on the child's tree where a cgroup can be made; the watchdog's otherwise
+        self.cgroup, self.unbounded = ChildCgroup.make(limits.memory_bytes, limits.processes)
+        joined = self.cgroup
+
+        def enter() -> None:  # in the child, before it runs anything
+            if joined is not None:
+                joined.join()
+            limits.apply()
+
         with open(log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 [*sandbox.prefix, sys.executable, "-m", "rooftop.pipeline.child", str(request_read), str(reply_write),
                  str(theirs.fileno())],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 pass_fds=(request_read, reply_write, theirs.fileno()), env=sandbox.env, cwd=scratch,
-                start_new_session=True, preexec_fn=sandbox.limits.apply)
-        self.watchdog = TreeWatchdog(self.proc.pid, sandbox.limits.memory_bytes, sandbox.limits.processes).start()
+                start_new_session=True, preexec_fn=enter)
+        self.watchdog = TreeWatchdog(self.proc.pid, limits.memory_bytes, limits.processes, self.cgroup).start()
         os.close(request_read)
         os.close(reply_write)
         theirs.close()
@@ -126,8 +137,8 @@ class ChildSession:
 
     def _death(self) -> tuple[str, str]:
         how = self.exit_description()
-        if self.watchdog.breach:  # it did not die: it was killed for what it took
-            return self.watchdog.breach, self.log_tail()
+        if self.watchdog.kernel_breach():  # it did not die: it was killed for what it took
+            return self.watchdog.breach or how, self.log_tail()
         return how, self.log_tail()
 
     def exit_description(self) -> str:
@@ -189,6 +200,8 @@ class ChildSession:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             pass
+        if self.cgroup is not None:
+            self.cgroup.remove()
 
 
 def _short(message: Any) -> str:

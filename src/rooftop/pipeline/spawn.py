@@ -151,4 +151,7 @@ def start_child(ev: Evaluation, build_only: bool = False) -> ChildSession:
     ev.verdict.sandbox = started.sandbox.kind.value
     if started.sandbox.warning:
         ev.verdict.warnings.append(started.sandbox.warning)
+    if started.session.unbounded:
+        ev.verdict.warnings.append(f"[bounds] the candidate's host memory and processes were bounded by a watchdog "
+                                   f"that looks ten times a second, not by the kernel: {started.session.unbounded}")
     return started.session
