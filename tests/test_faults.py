@@ -311,3 +311,86 @@ def test_device_faults_leave_the_next_candidate_and_its_timing_unaffected(tmp_pa
         assert after is not None and after.status is Status.correct, after
         assert _speedup_agrees(after, alone) == []
     assert _settled_leftovers(tmp_path) == []
+
+
+# -- a killed evaluator leaves nothing of its child's tree ---------------------------------------
+ORPHAN = '''"""Starts a process in a session of its own (as a build starts nvcc), then waits."""
+import ctypes
+import os
+
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, alpha):
+        super().__init__()
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.fork() == 0:
+            os.setsid()
+            os.execv("/bin/sleep", ["sleep", "{seconds}"])
+        libc.pause()
+'''
+
+
+@pytest.mark.parametrize("sandbox", ["none", pytest.param("bwrap", marks=needs_bwrap)])
+def test_a_killed_evaluator_leaves_no_process_of_its_child_s_tree(tmp_path, sandbox):
+    """SIGKILL of the evaluating process (rooftop eval, batch, a worker) takes its child's whole
+    tree with it: a build's compilers, started in sessions of their own, used to run on for minutes.
+    Without bwrap the reaper between them (integrity/reaper.py) kills the tree; with bwrap its pid
+    namespace dies with it."""
+    seconds = f"{600 + os.getpid() % 1000}.{'1' if sandbox == 'none' else '2'}"  # this test's own sleeper
+    solution = tmp_path / "orphan.py"
+    solution.write_text(ORPHAN.format(seconds=seconds))
+    evaluator = subprocess.Popen([sys.executable, "-m", "rooftop", "eval", SCALE, str(solution), "--device", "cpu",
+                                  "--sandbox", sandbox, "--timeout", "120"], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, start_new_session=True, cwd=tmp_path)
+    try:
+        orphans: list[int] = []
+        for _ in range(600):
+            orphans = [pid for pid in _descendants(evaluator.pid) if _cmdline(pid) == ["sleep", seconds]]
+            if orphans:
+                break
+            assert evaluator.poll() is None, "the evaluation ended before the candidate started its process"
+            time.sleep(0.1)
+        assert orphans, "the candidate's process never started"
+    finally:
+        if evaluator.poll() is None:
+            os.killpg(evaluator.pid, 9)
+        evaluator.wait()
+    for _ in range(100):
+        if not any(_running(pid) for pid in orphans):
+            break
+        time.sleep(0.05)
+    assert not any(_running(pid) for pid in orphans), "a process of the killed evaluation's child is still running"
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found += children.get(pid, [])
+        todo += children.get(pid, [])
+    return found
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+    except OSError:
+        return []
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"

@@ -131,6 +131,14 @@ def unsandboxed_warning() -> str | None:
             "network (apt-get install bubblewrap)")
 
 
+def reaper_prefix() -> list[str]:
+    """What an unsandboxed child is started through (integrity/reaper.py): a parent that kills the
+    child's whole tree, compilers included, when this process ends, as bwrap's pid namespace does."""
+    from rooftop.integrity import reaper
+
+    return [sys.executable, "-I", "-S", reaper.__file__, str(os.getpid()), "--"]
+
+
 def scrubbed_env(base: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
     """Only allow-listed variables whose names do not look like secrets, plus ours."""
     kept = {k: v for k, v in base.items()
@@ -160,7 +168,7 @@ def plan(kind: SandboxKind | str, *, scratch: Path, writable: list[Path], readab
         warning = ("no sandbox: bubblewrap is not installed, so the candidate ran with this user's file "
                    "and network access" if asked is SandboxKind.auto else
                    "no sandbox (--sandbox none): the candidate ran with this user's file and network access")
-        return SandboxPlan(SandboxKind.none, [], child_env, limits, [scratch, *writable], warning)
+        return SandboxPlan(SandboxKind.none, reaper_prefix(), child_env, limits, [scratch, *writable], warning)
     return SandboxPlan(SandboxKind.bwrap, _bwrap_args(binary, scratch, writable, readable, device),
                        child_env, limits, [scratch, *writable])
 

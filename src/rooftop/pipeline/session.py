@@ -191,6 +191,12 @@ class ChildSession:
                 self.proc.wait(timeout=QUIT_GRACE)
             except subprocess.TimeoutExpired:
                 pass
+        if self.proc.poll() is None and self.sandbox.kind.value == "none":
+            self.proc.terminate()  # the reaper kills the child's tree, those that left its group too
+            try:
+                self.proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                pass
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
