@@ -394,3 +394,37 @@ def _running(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+# -- the disk a child's files take, in all -------------------------------------------------------
+@pytest.mark.parametrize("fill", ["bytes", "files"])
+def test_a_tree_whose_files_pass_the_disk_bound_is_killed(tmp_path, monkeypatch, fill):
+    """The file-size limit bounds one file; the watchdog bounds them all, in the folders the child
+    may write on the host, by bytes allocated and by count."""
+    from rooftop.integrity import watchdog
+
+    monkeypatch.setattr(watchdog, "EVERY", 0.02)
+    monkeypatch.setattr(watchdog, "MAX_FILES", 50)
+    folder = tmp_path / "scratch"
+    (folder / "home").mkdir(parents=True)
+    sleeper = subprocess.Popen(["sleep", "60"])
+    dog = watchdog.TreeWatchdog(sleeper.pid, None, None, disk=[folder, tmp_path / "absent"],
+                                disk_bytes=2 << 20).start()
+    try:
+        (folder / "home" / "small").write_bytes(b"x" * (1 << 20))
+        with open(folder / "sparse", "wb") as f:
+            f.truncate(1 << 30)  # a hole takes no disk
+        time.sleep(0.5)
+        assert sleeper.poll() is None and dog.breach is None
+        if fill == "bytes":
+            (folder / "home" / "big").write_bytes(b"x" * (3 << 20))
+        else:
+            for i in range(60):
+                (folder / f"f{i}").touch()
+        assert sleeper.wait(timeout=10) == -9
+        assert dog.breach is not None and dog.breach.startswith("[disk]")
+        assert ("more than 50 files" if fill == "files" else "over the limit of 0.0 GiB") in dog.breach
+    finally:
+        dog.stop()
+        if sleeper.poll() is None:
+            sleeper.kill()

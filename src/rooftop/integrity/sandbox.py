@@ -59,6 +59,7 @@ class Limits:
     # processes at once
     memory_bytes: int | None = None
     processes: int | None = None
+    disk_bytes: int | None = None  # the files it writes in the host folders it may write, in all
 
     def apply(self) -> None:
         die_with_parent()
@@ -160,10 +161,10 @@ def plan(kind: SandboxKind | str, *, scratch: Path, writable: list[Path], readab
     child_env = scrubbed_env(dict(os.environ), {
         **extra_env, "HOME": str(home), "PYTHONNOUSERSITE": "1", "ROOFTOP_SANDBOX": kind.value,
         "TMPDIR": "/tmp" if kind is SandboxKind.bwrap else str(scratch)})
-    from rooftop.integrity.watchdog import default_memory_limit
+    from rooftop.integrity.watchdog import default_disk_limit, default_memory_limit
 
     limits = Limits(address_space_bytes=(48 << 30) if device == "cpu" else None, memory_bytes=default_memory_limit(),
-                    processes=MAX_PROCESSES)
+                    processes=MAX_PROCESSES, disk_bytes=default_disk_limit(scratch))
     if binary is None:
         warning = ("no sandbox: bubblewrap is not installed, so the candidate ran with this user's file "
                    "and network access" if asked is SandboxKind.auto else

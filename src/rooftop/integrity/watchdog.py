@@ -13,6 +13,7 @@ RLIMIT_NPROC for a user other than root) is what bounds that.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import threading
 from pathlib import Path
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 EVERY = 0.1  # seconds between looks
+DISK_EVERY = 10  # looks between two walks of the folders the child writes
+DISK_MOST = 16 << 30  # bytes a child's files may take in all (file by file, RLIMIT_FSIZE bounds them at 4 GiB)
+MAX_FILES = 200_000  # files and folders it may make (a walk of that many takes a fraction of a second)
 
 
 def host_memory_bytes() -> int:
@@ -44,17 +48,53 @@ def default_memory_limit() -> int:
     return min(host_memory_bytes() // 2, available_memory_bytes() * 3 // 4, 64 << 30)
 
 
+def default_disk_limit(folder: Path) -> int:
+    """Half the free space where the child writes, at most 16 GiB: a CUDA extension's build takes
+    tens of megabytes, and a candidate's files must leave the disk to the machine and its other
+    workers."""
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return DISK_MOST
+    return min(free // 2, DISK_MOST)
+
+
+def disk_used(folders: list[Path], most_files: int) -> tuple[int, int]:
+    """Bytes allocated to the files under `folders` (links not followed, sparse holes not counted)
+    and how many entries there are, the walk stopping past `most_files`."""
+    used = entries = 0
+    todo = list(folders)
+    while todo and entries <= most_files:
+        try:
+            with os.scandir(todo.pop()) as found:
+                for entry in found:
+                    entries += 1
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            todo.append(Path(entry.path))
+                        elif entry.is_file(follow_symlinks=False):
+                            used += entry.stat(follow_symlinks=False).st_blocks * 512
+                    except OSError:
+                        pass
+        except OSError:
+            pass
+    return used, entries
+
+
 class TreeWatchdog:
     def __init__(self, root: int, memory_bytes: int | None, processes: int | None,
-                 cgroup: ChildCgroup | None = None) -> None:
+                 cgroup: ChildCgroup | None = None, disk: list[Path] | None = None,
+                 disk_bytes: int | None = None) -> None:
         self.root, self.memory_bytes, self.processes = root, memory_bytes, processes
         self.cgroup = cgroup  # the kernel's bounds on the same tree, whose counters each look reads
+        # the host folders the child may write (its scratch, its build folder) and their total bound
+        self.disk, self.disk_bytes = disk or [], disk_bytes
         self.breach: str | None = None  # why the tree was killed
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name=f"rooftop-watchdog-{root}", daemon=True)
 
     def start(self) -> TreeWatchdog:
-        if self.memory_bytes or self.processes:
+        if self.memory_bytes or self.processes or self.disk_bytes:
             self._thread.start()
         return self
 
@@ -69,10 +109,19 @@ class TreeWatchdog:
         return self.breach
 
     def _watch(self) -> None:
+        looks = 0
         while not self._stop.wait(EVERY):
+            looks += 1
             pids = tree(self.root)
             if not pids:
                 return
+            if self.disk_bytes and self.disk and looks % DISK_EVERY == 0:
+                used, entries = disk_used(self.disk, MAX_FILES)
+                if used > self.disk_bytes or entries > MAX_FILES:
+                    what = f"more than {MAX_FILES:,} files and folders" if entries > MAX_FILES else \
+                        f"{used / 2**30:.1f} GiB of files, over the limit of {self.disk_bytes / 2**30:.1f} GiB,"
+                    self._kill(pids, f"[disk] the candidate wrote {what} in its scratch and build folders: killed")
+                    return
             if self.kernel_breach():  # what the kernel left of a tree it stopped goes too
                 self._kill(pids, self.breach or "")
                 return

@@ -62,7 +62,8 @@ class ChildSession:
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 pass_fds=(request_read, reply_write, theirs.fileno()), env=sandbox.env, cwd=scratch,
                 start_new_session=True, preexec_fn=enter)
-        self.watchdog = TreeWatchdog(self.proc.pid, limits.memory_bytes, limits.processes, self.cgroup).start()
+        self.watchdog = TreeWatchdog(self.proc.pid, limits.memory_bytes, limits.processes, self.cgroup,
+                                     disk=sandbox.writable, disk_bytes=limits.disk_bytes).start()
         os.close(request_read)
         os.close(reply_write)
         theirs.close()
