@@ -297,6 +297,9 @@ register_prompt_commands(app)
 
 def main() -> None:
     """The CLI, once `rooftop.cli.entry` has set up bytecode (the `rooftop` command's entry point)."""
+    from rooftop.integrity.environ import undumpable
+
+    undumpable()  # the trusted side of what it runs: its memory and environment closed to its own user's processes
     try:
         code = app(prog_name="rooftop", standalone_mode=False)
     except Exception as exc:

@@ -5,6 +5,10 @@ A variable the process was started with lives in the initial environment block, 
 `/proc/<pid>/environ` shows whatever `os.environ` says later: a candidate run without a sandbox
 read the server's token there. `withdraw` unsets the variable (so nothing started later inherits
 it) and overwrites its bytes in that block.
+
+A trusted process is also made non-dumpable (`undumpable`): a process of the same user can then
+neither read its memory or `/proc/<pid>/environ` nor attach to it with ptrace, which is what a
+candidate run without a sandbox would otherwise do to a worker or the server (root still can).
 """
 
 from __future__ import annotations
@@ -34,3 +38,29 @@ def withdraw(name: str) -> str | None:
     for address, length in found:
         ctypes.memset(address, 0, length)
     return value
+
+
+PR_SET_DUMPABLE = 4
+PR_GET_DUMPABLE = 3
+
+
+def undumpable() -> bool:
+    """Make this process non-dumpable (no core dump, no ptrace or /proc memory reads by the same
+    user); whether it is now. A process started later from it is dumpable again after its exec."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        return int(libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def withdraw_secrets() -> list[str]:
+    """Withdraw every variable whose name looks like a secret (an API key, a token): for a process
+    that needs none of them, such as an evaluation worker. The names withdrawn."""
+    from rooftop.integrity.sandbox import SECRET_NAME
+
+    names = [name for name in os.environ if SECRET_NAME.search(name)]
+    for name in names:
+        withdraw(name)
+    return names

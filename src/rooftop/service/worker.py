@@ -79,10 +79,13 @@ MESSAGES: TypeAdapter[Hello | Stage | Outcome] = TypeAdapter(
 def worker_main(conn: Connection, role: Role, device: DeviceType, env: dict[str, str], cores: list[int]) -> None:
     """A worker's life: set up, greet, then one task at a time until told to stop (None) or the
     orchestrator is gone."""
+    from rooftop.integrity.environ import undumpable, withdraw_secrets
     from rooftop.integrity.sandbox import die_with_parent
 
     die_with_parent()
+    undumpable()  # a candidate run without a sandbox cannot read this worker's memory or trace it
     os.environ.update(env)
+    withdraw_secrets()  # model API keys and tokens are no business of a worker
     if cores and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, cores)
     target = describe_device(device) if role == "device" else None
