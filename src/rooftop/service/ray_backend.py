@@ -36,6 +36,10 @@ class DeviceWorker:
     during this one's early gates, as a local worker does with what waits in its pipe."""
 
     def __init__(self, device: DeviceType) -> None:
+        from rooftop.integrity.environ import undumpable, withdraw_secrets
+
+        undumpable()  # as a local worker: closed to a candidate run without a sandbox, and holding no key
+        withdraw_secrets()
         self.device = device
         self.started_ahead: set[str] = set()
 
