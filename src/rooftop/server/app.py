@@ -338,13 +338,26 @@ class _Authorized:
 
 async def _drain(receive: Callable[[], Awaitable[dict[str, Any]]], seen: int = 0) -> None:
     """Read what is left of a request's body, up to DRAIN_BYTES in all, and drop it."""
-    while seen <= DRAIN_BYTES:
+    await _read_body(receive, 0, seen)
+
+
+async def _read_body(receive: Callable[[], Awaitable[dict[str, Any]]], keep: int,
+                     seen: int = 0) -> tuple[list[bytes], int]:
+    """A request's body as it streams in: its chunks while they add up to at most `keep` bytes;
+    past that, what follows is read and dropped up to DRAIN_BYTES in all (so the client can read
+    the answer), and no chunk is kept. The chunks and the bytes seen."""
+    chunks: list[bytes] = []
+    while seen <= max(keep, DRAIN_BYTES):
         message = await receive()
         if message["type"] != "http.request":
-            return
-        seen += len(message.get("body", b""))
+            break
+        body = message.get("body", b"")
+        seen += len(body)
+        if seen <= keep:
+            chunks.append(body)
         if not message.get("more_body", False):
-            return
+            break
+    return (chunks if seen <= keep else []), seen
 
 
 class _BodyLimit:
@@ -365,19 +378,9 @@ class _BodyLimit:
                     await _drain(receive)
                 return await _too_large(self.limit, send)
             return await self.app(scope, receive, send)
-        chunks, seen = [], 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            seen += len(message.get("body", b""))
-            if seen > self.limit:
-                if message.get("more_body", False):
-                    await _drain(receive, seen)
-                return await _too_large(self.limit, send)
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
+        chunks, seen = await _read_body(receive, self.limit)
+        if seen > self.limit:
+            return await _too_large(self.limit, send)
         replayed = False
 
         async def replay() -> dict[str, Any]:
