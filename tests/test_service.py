@@ -277,8 +277,8 @@ def test_a_batch_killed_mid_way_finishes_when_started_again(tmp_path):
 def test_a_candidate_that_kills_its_worker_fails_alone(tmp_path):
     folder = tmp_path / "cands"
     folder.mkdir()
-    (folder / "a_killer.py").write_text(
-        "import os\nos.kill(os.getppid(), 9)\n" + GOOD.read_text())
+    # kills the device worker, passing over the reaper between them (the fault suite's kill_worker)
+    (folder / "a_killer.py").write_text((FIXTURES / "solutions/faults/kill_worker.py").read_text())
     (folder / "b_good.py").write_text(GOOD.read_text())
     proc = rooftop("batch", str(folder), "--problem", SCALE, "--device", "cpu", "--db", str(tmp_path / "r.db"),
                    "--sandbox", "none", "--json")
