@@ -59,6 +59,13 @@ def main() -> None:
     if args.worker:
         print(json.dumps(worker(args.problem, args.calls)))
         return
+    from rooftop.errors import UserError
+    from rooftop.problem.registry import resolve
+
+    try:
+        resolve(args.problem)  # a wrong name is one line here, not a traceback from each process
+    except UserError as exc:
+        parser.error(str(exc))
     medians = []
     for i in range(args.processes):
         command = [sys.executable, str(Path(__file__).resolve()), args.problem, "--worker", "--calls", str(args.calls)]

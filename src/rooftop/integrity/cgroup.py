@@ -134,8 +134,10 @@ def _made(group: ChildCgroup) -> ChildCgroup | str:
 
 def _sweep(parent: Path) -> None:
     """Remove the empty cgroups of rooftop processes that are gone (one killed before it could)."""
+    from rooftop.integrity.watchdog import alive
+
     try:
-        stale = [f for f in parent.glob("rooftop-*-*") if not _alive(int(f.name.split("-")[1]))]
+        stale = [f for f in parent.glob("rooftop-*-*") if not alive(int(f.name.split("-")[1]))]
     except (OSError, ValueError):
         return
     for folder in stale:
@@ -143,16 +145,6 @@ def _sweep(parent: Path) -> None:
             folder.rmdir()
         except OSError:
             pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _v1_paths(lines: str) -> dict[str, str]:

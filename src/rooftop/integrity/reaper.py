@@ -27,30 +27,30 @@ PR_SET_CHILD_SUBREAPER = 36
 ENDING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
-def descendants() -> list[int]:
-    """This process's descendants, read from /proc (each task's `children`)."""
+def tree(root: int) -> list[int]:
+    """`root` and its descendants, read from /proc (each task's `children`; empty when `root` is
+    gone). The watchdog walks a child's tree with it too."""
     found: list[int] = []
-    todo = [os.getpid()]
+    todo = [root]
     while todo:
         pid = todo.pop()
         try:
             tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
             continue
+        found.append(pid)
         for tid in tids:
             try:
-                children = [int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
+                todo += [int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
             except (OSError, ValueError):
-                continue
-            found += children
-            todo += children
+                pass
     return found
 
 
 def kill_all() -> None:
     """SIGKILL every descendant until none is left (one that forks while it is killed included)."""
     for _ in range(50):
-        left = descendants()
+        left = tree(os.getpid())[1:]
         if not left:
             return
         for pid in left:

@@ -19,6 +19,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rooftop.integrity.reaper import tree
+
 if TYPE_CHECKING:
     from rooftop.integrity.cgroup import ChildCgroup
 
@@ -146,28 +148,9 @@ class TreeWatchdog:
                     os.kill(pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
-            pids = tree(self.root) if _alive(self.root) else []
+            pids = tree(self.root) if alive(self.root) else []
             if not pids:
                 return
-
-
-def tree(root: int) -> list[int]:
-    """`root` and its descendants (empty when `root` is gone)."""
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        tasks = Path(f"/proc/{pid}/task")
-        try:
-            names = os.listdir(tasks)
-        except OSError:
-            continue
-        found.append(pid)
-        for tid in names:
-            try:
-                todo += [int(c) for c in (tasks / tid / "children").read_text().split()]
-            except (OSError, ValueError):
-                pass
-    return found
 
 
 def resident_bytes(pid: int) -> int:
@@ -188,5 +171,5 @@ def proportional_bytes(pid: int) -> int:
     return resident_bytes(pid)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists()

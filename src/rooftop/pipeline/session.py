@@ -138,9 +138,8 @@ class ChildSession:
 
     def _death(self) -> tuple[str, str]:
         how = self.exit_description()
-        if self.watchdog.kernel_breach():  # it did not die: it was killed for what it took
-            return self.watchdog.breach or how, self.log_tail()
-        return how, self.log_tail()
+        # it may not have died: it may have been killed for what it took
+        return self.watchdog.kernel_breach() or how, self.log_tail()
 
     def exit_description(self) -> str:
         """How the child ended, once its channel closed: a signal or an exit status."""
