@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -179,11 +180,75 @@ def test_the_agent_sandbox_writes_only_its_workspace_and_home_and_has_no_gpu(tmp
     args = plan.prefix
     writable = [args[i + 1] for i, a in enumerate(args) if a in ("--bind", "--dev-bind")]
     assert writable == [str(ws), str(home), str(gw)]
-    assert "--share-net" in args and "--unshare-all" in args and "--die-with-parent" in args
+    # no network at all unless a run's egress proxy is given (the version probe's sandbox)
+    assert "--share-net" not in args and "--unshare-all" in args and "--die-with-parent" in args
     assert not any("nvidia" in a or "/dev/dri" in a for a in args)
     readable = [args[i + 1] for i, a in enumerate(args) if a == "--ro-bind"]
     assert str(ROOT) not in readable and str(ROOT / "problems") not in readable
     assert str(ROOT / "tests" / "fakes") in readable
+
+
+class _Served:
+    """A loopback HTTP server answering every GET with its name: a model endpoint, or any service of
+    the host's (a tokenless `rooftop serve`, another run's server)."""
+
+    def __init__(self, name: str) -> None:
+        import http.server
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+                body = name.encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.target = f"127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@needs_bwrap
+def test_the_agent_reaches_its_listed_endpoints_and_no_other_service_of_the_host(deck, evaluator, tmp_path,
+                                                                                 monkeypatch):
+    """A tokenless `rooftop serve` on loopback was usable from inside the agent sandbox, which shared
+    the host's network: an agent created evaluations of every shape there."""
+    model, service = _Served("model"), _Served("service")
+    try:
+        monkeypatch.setenv("FAKE_NET_TARGETS", f"{model.target},{service.target}")
+        plan = _plan("net", deck / "scale", env=["FAKE_NET_TARGETS"])
+        plan.agent.endpoints = [model.target]
+        record = _run(plan, evaluator, tmp_path)
+        assert record.sandbox == "bwrap" and record.state == "done", record.error
+        seen = json.loads((Path(record.folder) / "workspace" / "net.json").read_text())
+    finally:
+        model.server.shutdown()
+        service.server.shutdown()
+    # its model, at the same address as outside (forwarded), and through the proxy
+    assert seen[f"direct {model.target}"] == "HTTP/1.0 200 OK model", seen
+    assert seen[f"proxy {model.target}"] == "HTTP/1.0 200 OK model", seen
+    # the host's other service: not there, and refused by the proxy, which names it in the record
+    assert seen[f"direct {service.target}"] == "denied: ECONNREFUSED", seen
+    assert seen[f"proxy {service.target}"].startswith("proxy: HTTP/1.1 403"), seen
+    assert seen["dns"].startswith("denied"), seen
+    assert record.endpoints == [model.target] and record.egress_refused == [service.target]
+
+
+def test_an_agent_s_endpoints_are_its_providers_and_the_urls_it_is_given(monkeypatch):
+    from rooftop.agents.adapters import adapter
+
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:8123/v1")
+    config = AgentConfig(adapter="claude", env=["ANTHROPIC_BASE_URL"])
+    assert config.reachable(adapter("claude")) == ["127.0.0.1:8123", "api.anthropic.com:443"]
+    listed = AgentConfig(adapter="llm", endpoints=["https://gpu-box.lan:8443/v1", "Example.org:80"],
+                         args=["--base-url", "http://[::1]:9000"])
+    assert listed.reachable(adapter("llm")) == ["[::1]:9000", "example.org:80", "gpu-box.lan:8443"]
+    assert AgentConfig(adapter="codex", endpoints=["*"]).reachable(adapter("codex")) is None
+    with pytest.raises(ValueError, match="not host:port"):
+        AgentConfig(adapter="claude", endpoints=["api.anthropic.com"])
 
 
 @needs_bwrap
@@ -407,6 +472,8 @@ def _sweep(path: Path) -> list[dict]:
     ({"agents": [{"adapter": "claude", "colour": 1}], "problems": ["x"]}, "agents.0.colour"),
     ({"agents": [{"adapter": "claude", "executable": "/no/such/cli"}], "problems": ["x"]}, "/no/such/cli"),
     ({"agents": [{"adapter": "claude"}], "problems": ["x"], "repeats": 0}, "repeats"),
+    ({"agents": [{"adapter": "claude", "endpoints": ["api.anthropic.com"]}], "problems": ["x"]},
+     "agents.0.endpoints: 'api.anthropic.com' is not host:port"),
 ])
 def test_a_bad_sweep_config_is_one_line_and_exit_2(tmp_path, body, message):
     path = tmp_path / "bad.yaml"

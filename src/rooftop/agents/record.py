@@ -60,6 +60,8 @@ class AgentRun(BaseModel):
     completed: bool = False  # the session reached its own end (the CLI's final event)
     sandbox: str = "none"
     sandbox_warning: str | None = None
+    endpoints: list[str] = []  # what its sandbox let it reach (["*"]: the host's network)
+    egress_refused: list[str] = []  # host:port it asked for and was refused
     cli_version: str | None = None
     command: list[str] = []  # as started, secrets redacted, the prompt as {prompt}
     env_passed: list[str] = []  # variable names only

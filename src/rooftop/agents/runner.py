@@ -25,13 +25,14 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rooftop.agents.adapters import Adapter
 from rooftop.agents.adapters import adapter as find_adapter
+from rooftop.agents.egress import Egress, endpoint
 from rooftop.agents.gateway import Gateway
 from rooftop.agents.record import AgentRun, Grade
-from rooftop.agents.sandbox import agent_env, agent_sandbox
+from rooftop.agents.sandbox import HOST_NETWORK, agent_env, agent_sandbox
 from rooftop.agents.workspace import NO_SOLUTION, build_workspace, snapshot, solution_files
 from rooftop.env.core import shape_groups
 from rooftop.errors import UserError
@@ -60,12 +61,30 @@ class AgentConfig(BaseModel):
     env: list[str] = Field(default=[], description="environment variables passed to the agent (its API key)")
     home_files: list[Path] = Field(default=[], description="files copied into the agent's private home")
     mounts: list[Path] = Field(default=[], description="more folders the agent may read")
+    endpoints: list[str] = Field(default=[], description=(
+        "host:port (or URLs) the agent may reach from its sandbox, in place of its adapter's provider; "
+        "http(s) URLs in args and in the variables it is passed are added; [\"*\"]: the host's network"))
     max_turns: int | None = Field(default=None, ge=1)
     timeout: float = Field(default=2700.0, gt=0, description="wall-clock budget per run, seconds")
+
+    @field_validator("endpoints")
+    @classmethod
+    def _endpoints(cls, value: list[str]) -> list[str]:
+        return value if value == ["*"] else [endpoint(v) for v in value]
 
     @property
     def label(self) -> str:
         return self.name or self.adapter
+
+    def reachable(self, adapter: Adapter) -> list[str] | None:
+        """The endpoints its sandbox lets it reach (None: the host's network): the listed ones or
+        the adapter's provider, and the host:port of every http(s) URL in its args or passed
+        variables (a base URL pointing at another server)."""
+        if self.endpoints == ["*"]:
+            return None
+        named = [os.environ[n] for n in self.env if n in os.environ]
+        urls = [t for t in [*self.args, *named] if re.match(r"https?://", t)]
+        return sorted({*(self.endpoints or adapter.endpoints), *map(_endpoint_or_none, urls)} - {None})
 
 
 class RunPlan(BaseModel):
@@ -77,6 +96,13 @@ class RunPlan(BaseModel):
 
     def cell(self) -> tuple[str, str | None, str, int]:
         return self.agent.label, self.model, self.problem, self.repeat
+
+
+def _endpoint_or_none(url: str) -> str | None:
+    try:
+        return endpoint(url)
+    except ValueError:
+        return None
 
 
 def slug(text: str | None) -> str:
@@ -109,7 +135,14 @@ def run_agent(plan: RunPlan, *, evaluator: Evaluator, settings: Settings, runs_d
             home.mkdir()
             for source in plan.agent.home_files:
                 _copy_home_file(Path(source).expanduser(), home)
-            _run_session(plan, adapter, record, folder, workspace, home, gateway.folder, agent_sandbox_kind, grace_s)
+            reachable = plan.agent.reachable(adapter)
+            with Egress(reachable or []) as egress:
+                network = HOST_NETWORK if reachable is None else egress
+                _run_session(plan, adapter, record, folder, workspace, home, gateway.folder, agent_sandbox_kind,
+                             grace_s, network)
+            # without bwrap nothing stood between the agent and the host's network
+            record.endpoints = ["*"] if reachable is None or record.sandbox == "none" else egress.allowed
+            record.egress_refused = egress.refused
             record.checks = sum(c.tool == "check" for c in gateway.calls)
             record.benches = sum(c.tool == "bench" for c in gateway.calls)
         record.visible, record.graded = _grade(evaluator, problem, settings, workspace, run_shapes, graded_shapes,
@@ -131,12 +164,13 @@ def run_agent(plan: RunPlan, *, evaluator: Evaluator, settings: Settings, runs_d
 
 
 def _run_session(plan: RunPlan, adapter: Adapter, record: AgentRun, folder: Path, workspace: Path, home: Path,
-                 gateway: Path, sandbox_kind: str, grace_s: float) -> None:
+                 gateway: Path, sandbox_kind: str, grace_s: float, network: Egress | str) -> None:
     program, readable = _program(plan, adapter)
     prompt = (workspace / "PROMPT.md").read_text()
     launch = adapter.launch(executable=program, prompt=prompt, workspace=workspace, home=home, model=plan.model,
                             max_turns=plan.agent.max_turns, args=list(plan.agent.args))
-    sandbox = agent_sandbox(sandbox_kind, workspace=workspace, home=home, gateway=gateway, readable=readable)
+    sandbox = agent_sandbox(sandbox_kind, workspace=workspace, home=home, gateway=gateway, readable=readable,
+                            network=network)
     tmp = Path("/tmp") if sandbox.prefix else home / "tmp"
     tmp.mkdir(exist_ok=True)
     env, missing = agent_env(plan.agent.env, home=home, tmp=tmp, extra={**launch.env, MARKER: record.id})

@@ -69,7 +69,7 @@ def load_config(path: Path) -> SweepConfig:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise UserError(f"{path}: {where}: {first['msg']}") from None
+        raise UserError(f"{path}: {where}: {first['msg'].removeprefix('Value error, ')}") from None
     return config if config.name else config.model_copy(update={"name": path.stem})
 
 

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from rooftop.cli.common import DbOpt, Device, DeviceOpt, JsonOpt, Sandbox, SandboxOpt, cli_app, err, out, progress_bar
+from rooftop.errors import UserError
 
 if TYPE_CHECKING:
     from rooftop.agents.record import AgentRun, Grade
@@ -61,6 +62,9 @@ def agent_run_command(
     arg: Annotated[list[str] | None, typer.Option("--arg", metavar="ARG", help="an extra argument for the CLI; "
                                                   "repeatable")] = None,
     executable: Annotated[str | None, typer.Option("--executable", metavar="PATH")] = None,
+    endpoint: Annotated[list[str] | None, typer.Option(
+        "--endpoint", metavar="HOST:PORT", help="what the agent may reach from its sandbox instead of its provider "
+        "(a URL, or '*' for the host's network); repeatable")] = None,
     timeout: TimeoutS = 2700.0,
     max_turns: TurnsOpt = None,
     device: DeviceOpt = Device.auto,
@@ -71,10 +75,15 @@ def agent_run_command(
     as_json: JsonOpt = False,
 ) -> None:
     """One run: a fresh workspace, the agent under its budget, then grading on every shape."""
+    from pydantic import ValidationError
+
     from rooftop.agents.runner import AgentConfig
 
-    agent = AgentConfig(adapter=adapter, models=[model] if model else [], env=env or [], args=arg or [],
-                        executable=executable, timeout=timeout, max_turns=max_turns)
+    try:
+        agent = AgentConfig(adapter=adapter, models=[model] if model else [], env=env or [], args=arg or [],
+                            executable=executable, endpoints=endpoint or [], timeout=timeout, max_turns=max_turns)
+    except ValidationError as exc:
+        raise UserError(f"--endpoint: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
     _run(_single(agent, problem, device, sandbox, agent_sandbox, db, out_dir), as_json)
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-MODES = ("honest", "wrong", "probe", "sleep", "stubborn", "orphan", "crash", "forger")
+MODES = ("honest", "wrong", "probe", "sleep", "stubborn", "orphan", "crash", "forger", "net")
 
 TUNED = "# tuned\n"
 # whatever the problem, the output stops matching the reference (a tuple output fails outright)
@@ -111,6 +111,48 @@ def probe(cwd: Path) -> tuple[str, int]:
     return json.dumps(found), 0
 
 
+def _get(host: str, port: int, via_proxy: bool) -> str:
+    """GET / from host:port, directly or through a CONNECT to $HTTPS_PROXY; the status line or the error."""
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        if via_proxy:
+            proxy = urlsplit(os.environ["HTTPS_PROXY"])
+            conn = socket.create_connection((proxy.hostname, proxy.port), timeout=10)
+            conn.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+            head = conn.recv(4096).decode("latin-1")
+            if not head.startswith("HTTP/1.1 200"):
+                return "proxy: " + head.splitlines()[0]
+        else:
+            conn = socket.create_connection((host, port), timeout=10)
+        conn.sendall(f"GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        reply = b""
+        while chunk := conn.recv(4096):
+            reply += chunk
+        return reply.decode("latin-1").splitlines()[0] + " " + reply.decode("latin-1").rpartition("\r\n")[2]
+    except Exception as exc:  # noqa: BLE001 - the failure is the finding
+        return _outcome(exc)
+
+
+def net(cwd: Path) -> tuple[str, int]:
+    """Try each of FAKE_NET_TARGETS (host:port) directly and through the proxy, and resolve a name;
+    write what happened to net.json."""
+    import socket
+
+    found: dict[str, str] = {}
+    for target in os.environ.get("FAKE_NET_TARGETS", "").split(","):
+        host, _, port = target.rpartition(":")
+        found[f"direct {target}"] = _get(host, int(port), False)
+        found[f"proxy {target}"] = _get(host, int(port), True) if "HTTPS_PROXY" in os.environ else "no proxy"
+    try:
+        found["dns"] = str(socket.getaddrinfo("pypi.org", 443)[0][4])
+    except Exception as exc:  # noqa: BLE001
+        found["dns"] = _outcome(exc)
+    (cwd / "net.json").write_text(json.dumps(found, indent=1))
+    return json.dumps(found), 0
+
+
 def start_orphan() -> tuple[str, int]:
     """A grandchild in its own session that outlives the agent unless someone kills it."""
     token = os.environ.get("FAKE_ORPHAN_TOKEN", ORPHAN_TOKEN)
@@ -143,6 +185,8 @@ def plan(mode: str, cwd: Path) -> list[Step]:
         return [Step("edit", "solution.py", WRONG, lambda: append(cwd / "solution.py", WRONG)), check]
     if mode == "probe":
         return [Step("shell", "probe", "", lambda: probe(cwd)), *honest]
+    if mode == "net":
+        return [Step("shell", "net", "", lambda: net(cwd))]
     if mode == "forger":
         return [*honest, Step("shell", "forge", "", lambda: forge(Path.home()))]
     if mode == "orphan":

@@ -70,6 +70,8 @@ class Adapter:
     name: str = ""
     executable: str = ""  # the binary looked up on PATH unless the config names another
     key_env: tuple[str, ...] = ()  # environment variables that usually carry its API key
+    # host:port its provider serves at, reached from the sandbox unless the config lists others
+    endpoints: tuple[str, ...] = ()
     supports_max_turns: bool = False
     usage_origin: Literal["reported", "counted"] = "reported"  # see Usage.origin
 

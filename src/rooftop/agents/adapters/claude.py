@@ -49,6 +49,7 @@ class ClaudeAdapter(Adapter):
     name = "claude"
     executable = "claude"
     key_env = ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN")
+    endpoints = ("api.anthropic.com:443",)
     supports_max_turns = True
 
     def launch(self, *, executable: str, prompt: str, workspace: Path, home: Path, model: str | None,

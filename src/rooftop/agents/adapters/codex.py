@@ -51,6 +51,7 @@ class CodexAdapter(Adapter):
     usage_origin = "counted"  # summed here from its per-call records
     executable = "codex"
     key_env = ("OPENAI_API_KEY", "CODEX_API_KEY")
+    endpoints = ("api.openai.com:443", "chatgpt.com:443")
 
     def launch(self, *, executable: str, prompt: str, workspace: Path, home: Path, model: str | None,
                max_turns: int | None, args: list[str]) -> Launch:

@@ -27,6 +27,7 @@ class CursorAdapter(Adapter):
     name = "cursor"
     executable = "cursor-agent"
     key_env = ("CURSOR_API_KEY",)
+    endpoints = ("api2.cursor.sh:443",)
 
     def launch(self, *, executable: str, prompt: str, workspace: Path, home: Path, model: str | None,
                max_turns: int | None, args: list[str]) -> Launch:

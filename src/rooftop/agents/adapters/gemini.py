@@ -26,6 +26,7 @@ class GeminiAdapter(Adapter):
     name = "gemini"
     executable = "gemini"
     key_env = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+    endpoints = ("generativelanguage.googleapis.com:443",)
 
     def launch(self, *, executable: str, prompt: str, workspace: Path, home: Path, model: str | None,
                max_turns: int | None, args: list[str]) -> Launch:

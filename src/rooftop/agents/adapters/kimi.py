@@ -43,6 +43,7 @@ class KimiAdapter(Adapter):
     usage_origin = "counted"  # summed here from its per-call records
     executable = "kimi"
     key_env = ("KIMI_API_KEY",)
+    endpoints = ("api.moonshot.ai:443", "api.moonshot.cn:443", "api.kimi.com:443")
     supports_max_turns = True
 
     def launch(self, *, executable: str, prompt: str, workspace: Path, home: Path, model: str | None,

@@ -36,6 +36,7 @@ class OpencodeAdapter(Adapter):
     usage_origin = "counted"  # summed here from its per-call records
     executable = "opencode"
     key_env = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY", "OPENCODE_API_KEY")
+    endpoints = ("opencode.ai:443",)
 
     def launch(self, *, executable: str, prompt: str, workspace: Path, home: Path, model: str | None,
                max_turns: int | None, args: list[str]) -> Launch:
