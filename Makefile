@@ -1,7 +1,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo lint test test-gpu clean
+.PHONY: setup demo lint agent-clis test test-gpu clean
 
 # setup_venv.sh reads VENV, PYTHON, WHEELS (a folder of wheels: install offline), REUSE_TORCH and
 # INSTALL; e.g. `make demo WHEELS=.whl` on a machine that cannot reach PyPI
@@ -15,11 +15,19 @@ lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
 
+# the real agent CLIs that tests/test_agent_clis.py drives against a scripted model, pinned; installed
+# once into AGENT_CLIS_DIR with npm (where npm is missing or the install fails, those tests skip and
+# say why)
+AGENT_CLIS_DIR ?= .cache/agent-clis
+AGENT_CLIS := @anthropic-ai/claude-code@2.1.332 @openai/codex@0.171.0 opencode-ai@1.18.33
+agent-clis:
+	@./scripts/agent_clis.sh $(AGENT_CLIS_DIR) $(AGENT_CLIS)
+
 # the suite runs TEST_WORKERS files at a time (pytest-xdist; most tests wait on child processes),
 # then the tests marked `quiet` alone: they time on the CPU and assert what an idle machine gives
 TEST_WORKERS ?= 2
-test: setup lint
-	@status=0; \
+test: setup lint agent-clis
+	@status=0; export ROOFTOP_AGENT_CLIS=$(abspath $(AGENT_CLIS_DIR)); \
 	$(PY) -m pytest -q --durations=20 -n $(TEST_WORKERS) --dist loadfile -m "not quiet" || status=$$?; \
 	$(PY) -m pytest -q --durations=5 -m quiet || status=$$?; \
 	exit $$status

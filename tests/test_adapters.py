@@ -84,7 +84,7 @@ def test_claude_launch(tmp_path):
     assert got.argv == ["/bin/claude", "-p", "--output-format", "stream-json", "--verbose",
                         "--dangerously-skip-permissions", "--model", "sonnet", "--max-turns", "7",
                         "--add-dir", "/data", "--", PROMPT]
-    assert got.stdin is None and got.env == {"IS_SANDBOX": "1"}
+    assert got.stdin is None and got.env == {"IS_SANDBOX": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
     bare = launch("claude", tmp_path, model=None)
     assert "--model" not in bare.argv and "--max-turns" not in bare.argv and bare.argv[-2:] == ["--", PROMPT]
 
@@ -92,7 +92,8 @@ def test_claude_launch(tmp_path):
 def test_codex_launch_makes_its_home(tmp_path):
     got = launch("codex", tmp_path, model="gpt-5", max_turns=3, args=["-c", "model_reasoning_effort=high"])
     assert got.argv == ["/bin/codex", "exec", "--json", "--skip-git-repo-check",
-                        "--dangerously-bypass-approvals-and-sandbox", "-C", str(tmp_path / "ws"), "-m", "gpt-5",
+                        "--dangerously-bypass-approvals-and-sandbox", "-C", str(tmp_path / "ws"),
+                        "-c", "analytics.enabled=false", "-c", "features.plugins=false", "-m", "gpt-5",
                         "-c", "model_reasoning_effort=high", "--", PROMPT]
     assert got.env == {"CODEX_HOME": str(tmp_path / "home" / ".codex")}
     assert (tmp_path / "home" / ".codex").is_dir()
@@ -201,6 +202,24 @@ def test_claude_killed_sums_each_message_once(tmp_path):
     assert claude.usage(path, []) == Usage(input_tokens=864, output_tokens=14, cache_read_tokens=800,
                                            cache_write_tokens=60, turns=2)
     assert not claude.completed(path, None)
+
+
+def test_claude_killed_takes_each_calls_final_usage_from_its_session_files(tmp_path):
+    """Claude Code 2.1.332's stream repeats each call's usage as the call began (1 output token);
+    its session file has the final figures, and a call the stream never printed."""
+    started, final = {**CLAUDE_CALL, "output_tokens": 1}, {**CLAUDE_CALL, "output_tokens": 50}
+    stream = write(tmp_path / "t.jsonl", {"type": "system", "subtype": "init"},
+                   _assistant("msg_1", started), _assistant("msg_2", started))
+    native = tmp_path / "home" / ".claude" / "projects" / "p" / "s.jsonl"
+    native.parent.mkdir(parents=True)
+    write(native, {"type": "queue-operation", "sessionId": "s"},
+          {**_assistant("msg_1", final), "sessionId": "s"}, {**_assistant("msg_2", final), "sessionId": "s"},
+          {**_assistant("msg_3", final), "sessionId": "s"})
+    claude = adapter("claude")
+    assert claude.extra_transcripts(tmp_path / "home") == [native]
+    assert claude.usage(stream, [native]) == Usage(input_tokens=1296, output_tokens=150, cache_read_tokens=1200,
+                                                   cache_write_tokens=90, turns=3)
+    assert claude.usage(stream, []).output_tokens == 2  # the stream alone
 
 
 def test_no_transcript_means_no_usage(tmp_path):

@@ -663,3 +663,98 @@ def test_a_resumed_codex_rollout_counts_both_processes(tmp_path):
     # without a restart the last total stands
     plain = write(tmp_path / "plain.jsonl", meta, count(100, 10, 100, 10), count(250, 30, 150, 20))
     assert (load(plain).usage.input, load(plain).usage.output) == (250, 30)
+
+
+def test_codex_0_171_rollout_records_are_read_not_kept_raw(tmp_path):
+    """Codex 0.171 writes a world_state snapshot, thread settings, an item_completed echo of every
+    item and a token_usage_record beside each token_count; the prompt is echoed only as a
+    UserMessage item, and unified exec reports `Process exited with code N` (these lines are cut
+    from a real 0.171 rollout)."""
+    at = {"timestamp": "2026-11-29T00:16:25.900Z"}
+
+    def line(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+        return {**at, "ordinal": 0, "type": kind, "payload": payload}
+
+    def usage(n: int) -> dict[str, int]:
+        return {"input_tokens": 1000 * n, "cached_input_tokens": 0, "output_tokens": 50 * n,
+                "reasoning_output_tokens": 0, "total_tokens": 1050 * n}
+
+    def count(n: int) -> dict[str, Any]:
+        return line("event_msg", {"type": "token_count", "info": {"total_token_usage": usage(n),
+                                                                   "last_token_usage": usage(1)}})
+
+    def output(call: str, code: int, text: str) -> dict[str, Any]:
+        header = f"Chunk ID: 67f03e\nWall time: 0.0000 seconds\nProcess exited with code {code}\n"
+        return line("response_item", {"type": "function_call_output", "call_id": call,
+                                      "output": f"{header}Original token count: 9\nOutput:\n{text}"})
+
+    prompt = "# Copy\n\nMake solution.py fast."
+    path = write(
+        tmp_path / "rollout.jsonl",
+        line("session_meta", {"id": "t1", "cwd": "/w", "cli_version": "0.171.0", "originator": "codex_exec"}),
+        line("event_msg", {"type": "task_started", "turn_id": "u1"}),
+        line("response_item", {"type": "message", "role": "user",
+                               "content": [{"type": "input_text", "text": "<environment_context>/w"}]}),
+        line("world_state", {"full": True, "state": {"environments": {"local": {"cwd": "/w"}}}}),
+        line("turn_context", {"model": "gpt-5.5", "cwd": "/w"}),
+        line("event_msg", {"type": "thread_settings_applied",
+                           "thread_settings": {"model": "gpt-5.5", "model_provider_id": "scripted"}}),
+        line("response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": prompt}]}),
+        line("event_msg", {"type": "item_completed", "item": {"type": "UserMessage", "id": "m0",
+                                                              "content": [{"type": "text", "text": prompt}]}}),
+        line("response_item", {"type": "function_call", "name": "exec_command", "call_id": "c1",
+                               "arguments": json.dumps({"cmd": "./check"})}),
+        line("token_usage_record", {"response_id": "r1", "usage": usage(1), "turn_token_usage": usage(1)}),
+        line("event_msg", {"type": "item_completed", "item": {"type": "CommandExecution", "id": "c1",
+                                                              "exit_code": 1, "status": "completed"}}),
+        output("c1", 1, "status: incorrect\n"),
+        count(1),
+        line("response_item", {"type": "function_call", "name": "exec_command", "call_id": "c2",
+                               "arguments": json.dumps({"cmd": "./check"})}),
+        line("token_usage_record", {"response_id": "r2", "usage": usage(1), "turn_token_usage": usage(2)}),
+        output("c2", 0, "status: correct\n"),
+        count(2),
+        line("response_item", {"type": "message", "role": "assistant",
+                               "content": [{"type": "output_text", "text": "Done."}]}),
+        line("token_usage_record", {"response_id": "r3", "usage": usage(1), "turn_token_usage": usage(3)}),
+        count(3),
+        line("event_msg", {"type": "task_complete", "turn_id": "u1", "last_agent_message": "Done."}))
+    assert detect(path) == "codex_rollout"
+    session = load(path)
+    assert not [e for e in session.events if e.role == "raw"] and not session.problems
+    assert accounted(session) == set(range(1, 22))
+    assert session.usage == TokenUsage(input=3000, output=150, cache_read=0, cache_write=None, reasoning=0)
+    assert session.model == "gpt-5.5" and session.completed is True
+    # the human's prompt is the one user event; the injected environment is context
+    assert [e.text for e in session.events if e.role == "user"] == [prompt]
+    settings = next(e for e in session.events if e.kind == "event_msg.thread_settings_applied")
+    assert settings.text == "gpt-5.5 via scripted"
+    # unified exec's own exit status says which command failed
+    assert [e.tool_result.is_error for e in session.events if e.tool_result] == [True, False]
+
+
+def test_claude_native_2_1_3xx_request_records_are_bookkeeping(tmp_path):
+    """Claude Code 2.1.332's session file has api-request lines (with api-request-blob and
+    api-request-shape copies of the request), tools-used, atis-latch and cost-state, whose total
+    is the session's cost."""
+    base = {"sessionId": "s1", "timestamp": "2026-11-29T00:16:17.278Z", "version": "2.1.332"}
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+               "content": [{"type": "text", "text": "Done."}],
+               "usage": {"input_tokens": 1000, "output_tokens": 50}}
+    path = write(
+        tmp_path / "session.jsonl",
+        {**base, "type": "atis-latch", "atis": ""},
+        {**base, "type": "api-request-shape", "shapeHash": "a2", "shape": {"system": [{"type": "text", "text": "x"}]}},
+        {**base, "type": "api-request-blob", "hash": "9f", "message": {"role": "user", "content": "go"}},
+        {**base, "type": "api-request", "id": "q1", "querySource": "sdk", "params": {"model": "claude-sonnet-4-5"}},
+        {**base, "type": "tools-used", "tools": ["Read", "Write"]},
+        {**base, "type": "assistant", "uuid": "u1", "parentUuid": None, "message": message},
+        {**base, "type": "cost-state", "totalCostUSD": 0.015, "modelUsage": {}})
+    assert detect(path) == "claude_native"
+    session = load(path)
+    assert not [e for e in session.events if e.role == "raw"] and accounted(session) == set(range(1, 8))
+    texts = {e.kind: e.text for e in session.events if e.role == "system"}
+    assert texts["api-request"] == "claude-sonnet-4-5" and texts["tools-used"] == "Read, Write"
+    assert texts["api-request-blob"] is None and texts["api-request-shape"] is None
+    assert session.cost_usd == 0.015 and session.usage == TokenUsage(input=1000, output=50, cache_read=None,
+                                                                       cache_write=None)

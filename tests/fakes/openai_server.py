@@ -6,6 +6,9 @@
 
 A reply is plain text, or a tool call, or both; every response carries a usage block so token
 accounting can be checked. Every request body is kept (`llm.requests`) for assertions.
+
+`LoopbackServer` is the HTTP part alone (a FastAPI app under uvicorn on 127.0.0.1, an ephemeral
+port); `model_apis.ScriptedModel` builds on it to speak the providers' own APIs.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -40,16 +43,48 @@ class Reply:
 Script = Callable[[dict[str, Any]], Reply] | list[Reply]
 
 
-class ScriptedLLM:
+class LoopbackServer:
+    """A FastAPI app (`_app`, made by the subclass) served on 127.0.0.1 while the `with` lasts:
+    `port` and `url` (its /v1 root) are known once entered."""
+
+    def __init__(self) -> None:
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+        self.url = ""
+
+    def _app(self) -> FastAPI:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        import uvicorn
+
+        self._server = uvicorn.Server(uvicorn.Config(self._app(), host="127.0.0.1", port=0, log_level="error"))
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError(f"the scripted {type(self).__name__} server did not start")
+            time.sleep(0.02)
+        self.port = self._server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+
+class ScriptedLLM(LoopbackServer):
     def __init__(self, script: Script, *, api_key: str | None = None, model: str = "scripted-1") -> None:
+        super().__init__()
         self.script, self.api_key, self.model = script, api_key, model
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
-        self.url = ""
 
     def _reply(self, body: dict[str, Any]) -> Reply:
         if callable(self.script):
@@ -93,23 +128,3 @@ class ScriptedLLM:
                           "total_tokens": reply.prompt_tokens + reply.completion_tokens}})
 
         return app
-
-    def __enter__(self) -> ScriptedLLM:
-        import uvicorn
-
-        self._server = uvicorn.Server(uvicorn.Config(self._app(), host="127.0.0.1", port=0, log_level="error"))
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the scripted LLM server did not start")
-            time.sleep(0.02)
-        port = self._server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}/v1"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=30)

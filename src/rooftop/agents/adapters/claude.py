@@ -3,12 +3,17 @@
 The prompt goes last, after `--`, so that extra arguments taking several values (`--add-dir a b`)
 cannot swallow it. Claude Code refuses `--dangerously-skip-permissions` when it runs as root unless
 `IS_SANDBOX=1` says it is inside a sandbox, which the agent's is. `--max-turns` is accepted though
-`--help` does not list it.
+`--help` does not list it. `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1` keeps it to its model's
+endpoint: no auto-update (the CLI stays the version the run records), no telemetry or error
+reports, and no `HEAD /api/hello` probe of the base URL before the first call.
 
 The stream repeats an assistant message once per content block, each line with the same
 `message.id` and the same usage, so per-call usage is counted once per id. The final `result`
 line holds the session's totals and cost; a killed session has none, and the per-call sum stands
-in for it.
+in for it. The stream's assistant lines carry a call's usage as it stood when the call began (its
+`output_tokens` is the first streamed figure, 1 or so), while Claude Code's own session files under
+`~/.claude/projects/` have each call's final figures, written as the session goes: the sum takes a
+call's usage from there where they hold its id.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from rooftop.agents.adapters.base import Adapter, Launch, Usage
 from rooftop.agents.adapters.jsonl import add, amount, count, mapping, objects, total
 
 SYNTHETIC_MODEL = "<synthetic>"  # messages Claude Code makes up itself (e.g. "Not logged in"): no model call
+ENV = {"IS_SANDBOX": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
 
 
 def tokens(usage: dict[str, Any]) -> Usage:
@@ -27,6 +33,14 @@ def tokens(usage: dict[str, Any]) -> Usage:
     read, write = count(usage.get("cache_read_input_tokens")), count(usage.get("cache_creation_input_tokens"))
     return Usage(input_tokens=total(count(usage.get("input_tokens")), read, write),
                  output_tokens=count(usage.get("output_tokens")), cache_read_tokens=read, cache_write_tokens=write)
+
+
+def _call(record: dict[str, Any], calls: dict[str, Usage], place: str) -> None:
+    """An assistant line's usage into `calls`, by its message id (one id: one model call)."""
+    message = mapping(record, "message")
+    usage, ident = message.get("usage"), message.get("id")
+    if isinstance(usage, dict) and message.get("model") != SYNTHETIC_MODEL:
+        calls[ident if isinstance(ident, str) else f"{place}-{len(calls)}"] = tokens(usage)
 
 
 def _result(transcript: Path) -> tuple[dict[str, Any] | None, dict[str, Usage]]:
@@ -38,11 +52,19 @@ def _result(transcript: Path) -> tuple[dict[str, Any] | None, dict[str, Usage]]:
         if kind == "result":
             result = record
         elif kind == "assistant":
-            message = mapping(record, "message")
-            usage, ident = message.get("usage"), message.get("id")
-            if isinstance(usage, dict) and message.get("model") != SYNTHETIC_MODEL:
-                calls[ident if isinstance(ident, str) else f"line-{len(calls)}"] = tokens(usage)
+            _call(record, calls, "line")
     return result, calls
+
+
+def session_calls(files: list[Path]) -> dict[str, Usage]:
+    """Each model call's final usage by message id, from Claude Code's own session files."""
+    calls: dict[str, Usage] = {}
+    for path in files:
+        if path.suffix == ".jsonl":
+            for record in objects(path):
+                if record.get("type") == "assistant":
+                    _call(record, calls, path.name)
+    return calls
 
 
 class ClaudeAdapter(Adapter):
@@ -59,7 +81,7 @@ class ClaudeAdapter(Adapter):
             argv += ["--model", model]
         if max_turns is not None:
             argv += ["--max-turns", str(max_turns)]
-        return Launch(argv=[*argv, *args, "--", prompt], env={"IS_SANDBOX": "1"})
+        return Launch(argv=[*argv, *args, "--", prompt], env=dict(ENV))
 
     def extra_transcripts(self, home: Path) -> list[Path]:
         """Claude Code's own session files (the main one, and one per subagent)."""
@@ -77,6 +99,7 @@ class ClaudeAdapter(Adapter):
                         for m in per_model) if per_model else tokens(mapping(result, "usage"))
             usage.cost_usd, usage.turns = amount(result.get("total_cost_usd")), count(result.get("num_turns"))
             return usage
+        calls.update(session_calls(extra))  # see the module's docstring
         if not calls:
             return Usage()
         usage = add(calls.values())

@@ -3,6 +3,9 @@
 `CODEX_HOME` is pointed into the run's private home (Codex refuses to start when it names a folder
 that does not exist, so it is made here). The prompt goes last, after `--`, so that a prompt that
 happens to start with a subcommand's name (`resume`, `review`) is still read as the prompt.
+Two config overrides keep it to its model's endpoint: `analytics.enabled=false` (no events to
+ab.chatgpt.com) and `features.plugins=false` (no curated-plugin sync from github.com and
+chatgpt.com at start); the run's own `args` come after them, so a `-c` there can turn either back on.
 
 Usage: the stream's `turn.completed` events carry each turn's tokens, summed. The session's
 rollout file under `$CODEX_HOME/sessions/YYYY/MM/DD/` is better where it exists: it counts
@@ -21,6 +24,7 @@ from rooftop.agents.adapters.jsonl import add, count, mapping, objects
 from rooftop.transcripts.detect import parse_file
 
 ROLLOUT_PREFIX = "rollout-"
+QUIET = ["-c", "analytics.enabled=false", "-c", "features.plugins=false"]  # see the module's docstring
 
 
 def codex_home(home: Path) -> Path:
@@ -58,7 +62,7 @@ class CodexAdapter(Adapter):
         state = codex_home(home)
         state.mkdir(parents=True, exist_ok=True)
         argv = [executable, "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
-                "-C", str(workspace)]
+                "-C", str(workspace), *QUIET]
         if model:
             argv += ["-m", model]
         return Launch(argv=[*argv, *args, "--", prompt], env={"CODEX_HOME": str(state)})

@@ -3,9 +3,11 @@
 
 Records are `user`, `assistant` (API-shaped `message`, one content block per line), `system`,
 `attachment`, and bookkeeping (`queue-operation`, `last-prompt`, `file-history-snapshot`,
-`summary`, `progress`), tied in a tree by `uuid`/`parentUuid`, with `isSidechain` on a subagent's
-lines and the structured tool result as `toolUseResult`. There is no closing record and no total:
-usage is the per-message usage summed once per message id, and `completed` is None.
+`summary`, `progress`; 2.1.332 also writes `api-request` with its `api-request-blob` and
+`api-request-shape` copies of what was sent, `tools-used`, `atis-latch` and `cost-state`), tied in a
+tree by `uuid`/`parentUuid`, with `isSidechain` on a subagent's lines and the structured tool result
+as `toolUseResult`. There is no closing record: usage is the per-message usage summed once per
+message id, the cost is the last `cost-state`'s total where there is one, and `completed` is None.
 
 A subagent file alone does not say which tool call started it (only its `agentId`, which the main
 file's Agent result repeats), so its events are `sidechain` without a `parent`.
@@ -16,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from rooftop.transcripts.build import Builder, mapping, string, text_of, usage_sum, when
+from rooftop.transcripts.build import Builder, amount, items, mapping, string, text_of, usage_sum, when
 from rooftop.transcripts.events import Session
 from rooftop.transcripts.lines import Record
 from rooftop.transcripts.parsers import _anthropic
@@ -24,7 +26,8 @@ from rooftop.transcripts.parsers import _anthropic
 FORMAT = "claude_native"
 PRIORITY = 70
 BOOKKEEPING = {"queue-operation", "last-prompt", "file-history-snapshot", "summary", "progress", "attachment",
-               "system", "custom-title", "agent-name"}
+               "system", "custom-title", "agent-name", "api-request", "api-request-blob", "api-request-shape",
+               "tools-used", "atis-latch", "cost-state"}
 
 
 def sniff(records: list[Any]) -> bool:
@@ -54,7 +57,13 @@ def _bookkeeping_text(record: dict[str, Any]) -> str | None:
         return " ".join(p for p in (string(record.get("operation")), string(record.get("content"))) if p) or None
     if kind == "system":
         return string(record.get("content")) or string(record.get("subtype"))
-    return None
+    if kind == "api-request":
+        return string(mapping(record, "params").get("model"))
+    if kind == "tools-used":
+        return ", ".join(t for t in items(record.get("tools")) if isinstance(t, str)) or None
+    if kind == "cost-state" and (cost := amount(record.get("totalCostUSD"))) is not None:
+        return f"${cost:.4f} so far"
+    return None  # the request copies are kept in the file, not shown
 
 
 def parse(records: Iterable[Record], path: str | None = None) -> Session:
@@ -76,6 +85,8 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
             elif kind == "user":
                 _anthropic.user(b, line, mapping(record, "message"), record.get("toolUseResult"), calls, **side)
             elif kind in BOOKKEEPING:
+                if kind == "cost-state":
+                    s.cost_usd = amount(record.get("totalCostUSD"))
                 subtype = mapping(record, "attachment").get("type") or record.get("subtype")
                 b.add(line, "system", f"{kind}.{subtype}" if isinstance(subtype, str) else str(kind),
                       text=_bookkeeping_text(record), **side)

@@ -5,8 +5,12 @@ reasoning summaries, function and custom tool calls with their outputs); `event_
 human prompt (`user_message`), token counts, aborted turns and review mode, and echo the
 assistant's messages and reasoning (`agent_message`, `agent_reasoning`). An echo becomes a system
 event without text once its `response_item` twin is found, so nothing is counted or shown twice;
-where the session has `user_message` prompts, a user `response_item` that is none of them is
-context Codex injected (AGENTS.md, environment) and becomes a system event.
+where the session has `user_message` prompts (or `item_completed` echoes of a UserMessage), a
+user `response_item` that is none of them is context Codex injected (AGENTS.md, environment) and
+becomes a system event. Newer CLIs (0.171) add a `world_state` snapshot of the environment,
+`event_msg.thread_settings_applied` (model and provider), an `event_msg.item_completed` echo of
+every item and a `token_usage_record` beside each `token_count`: system events, the echoes and
+records without text or usage, so nothing is shown or counted twice.
 
 Usage: `token_count` totals are cumulative and often repeated, so each count that moves the total
 gives that call's `last_token_usage` to the call's last assistant event (or keeps it, where the
@@ -33,8 +37,11 @@ from rooftop.transcripts.lines import Record
 FORMAT = "codex_rollout"
 PRIORITY = 20
 TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
+ECHOES = {"world_state", "token_usage_record"}  # records of newer CLIs that repeat what other lines say
 SHELLS = {"shell", "shell_command", "exec_command", "local_shell", "container.exec"}
-_EXIT = re.compile(r"^Exit code: (-?\d+)", re.MULTILINE)
+# the status line of a tool's text output: shell_command and apply_patch say `Exit code: N`,
+# unified exec (exec_command) `Process exited with code N`, both in the header before `Output:`
+_EXIT = re.compile(r"^(?:Exit code:|Process exited with code) (-?\d+)$", re.MULTILINE)
 
 
 def sniff(records: list[Any]) -> bool:
@@ -78,8 +85,8 @@ def _with_patch(call: ToolCall, patch: str | None, files: Files) -> ToolCall:
 
 
 def _output(payload: dict[str, Any]) -> ToolResult:
-    """A tool's output: JSON text `{"output", "metadata": {"exit_code"}}` (shell, apply_patch), the
-    text `Exit code: N ...` (shell_command), or content parts."""
+    """A tool's output: JSON text `{"output", "metadata": {"exit_code"}}` (shell, apply_patch), text
+    with a status line in its header (shell_command, exec_command: see `_EXIT`), or content parts."""
     output = payload.get("output")
     is_error = False
     decoded = arguments(output) if isinstance(output, str) else output
@@ -87,7 +94,7 @@ def _output(payload: dict[str, Any]) -> ToolResult:
         code = mapping(decoded, "metadata").get("exit_code")
         is_error = isinstance(code, int) and code != 0
         output = decoded["output"]
-    elif isinstance(output, str) and (match := _EXIT.match(output)) is not None:
+    elif isinstance(output, str) and (match := _EXIT.search(output.split("\nOutput:", 1)[0])) is not None:
         is_error = match.group(1) != "0"
     success = payload.get("success")
     if success is False:
@@ -117,6 +124,7 @@ class _Rollout:
         self.went_back = False  # a total below the one before it: a resumed process, a subagent
         self.call_start = 0  # the first event after the last token_count: the next call's
         self.ends: list[str] = []  # task_started / task_complete / turn_aborted, in order
+        self.prompts: set[str] = set()  # the human's prompts, from item_completed echoes (newer CLIs)
 
     def meta(self, line: int, payload: dict[str, Any], stamp: Any) -> None:
         s = self.b.session
@@ -192,6 +200,17 @@ class _Rollout:
             add(line, "result" if kind == "task_complete" else "system", name, text=last, **at)
             failed = kind == "task_complete" and payload.get("error") is not None
             self.ends.append("error" if failed else kind)
+        elif kind == "thread_settings_applied":
+            settings = mapping(payload, "thread_settings")
+            self.model = self.model or string(settings.get("model"))
+            provider = string(settings.get("model_provider_id"))
+            add(line, "system", name, text=" via ".join(p for p in (string(settings.get("model")), provider) if p)
+                or None, **at)
+        elif kind == "item_completed":
+            item = mapping(payload, "item")
+            if item.get("type") == "UserMessage":  # the human's prompt, as user_message said it before
+                self.prompts.add(text_of(item.get("content")).strip())
+            add(line, "system", name, **at)  # an echo of a response_item or of a tool's outcome
         elif kind in ("entered_review_mode", "exited_review_mode", "context_compacted"):
             note = string(payload.get("user_facing_hint")) if kind == "entered_review_mode" else _review(payload)
             add(line, "system", name, text=note if kind != "context_compacted" else "context compacted", **at)
@@ -214,17 +233,19 @@ class _Rollout:
                     self.event(line, payload, stamp)
                 elif kind == "compacted":
                     self.b.add(line, "system", "compacted", text="context compacted", timestamp=stamp)
+                elif kind in ECHOES:
+                    self.b.add(line, "system", str(kind), timestamp=stamp)
                 else:
                     self.b.raw(line, record, str(kind or ""))
         s = self.b.session
         s.usage = (reduce(TokenUsage.add, self.calls) if self.went_back else tokens(self.total)) or TokenUsage()
         has_tasks = any(e.startswith("task_") for e in self.ends)  # older CLIs write no end of task
         s.completed = self.ends[-1] == "task_complete" if has_tasks else None
-        _hide_echoes(s.events)
+        _hide_echoes(s.events, self.prompts)
         return self.b.finish()
 
 
-def _hide_echoes(events: list[Event]) -> None:
+def _hide_echoes(events: list[Event], prompts: set[str]) -> None:
     """`event_msg` echoes of `response_item` lines lose their text (see the module's docstring)."""
     said = {e.text for e in events if e.kind == "response_item.message" and e.role == "assistant" and e.text}
     thought = set()
@@ -232,7 +253,7 @@ def _hide_echoes(events: list[Event]) -> None:
         if e.kind == "response_item.reasoning" and e.reasoning:
             thought.add(e.reasoning)
             thought.update(e.reasoning.split("\n\n"))
-    prompts = {e.text.strip() for e in events if e.kind == "event_msg.user_message" and e.text}
+    prompts = prompts | {e.text.strip() for e in events if e.kind == "event_msg.user_message" and e.text}
     for e in events:
         if e.kind == "event_msg.agent_message" and e.text in said:
             e.role, e.text = "system", None
