@@ -26,7 +26,13 @@ def view_command(
     """Write the page of a run (transcript, solution, verdicts, ./check and ./bench calls), or an index of runs."""
     from rooftop.viewer.pages import write_index, write_run_page
 
-    written = write_index(target, output) if index else write_run_page(target, output)
-    out.print(str(written), highlight=False, markup=False, soft_wrap=True)  # one line, for scripts
-    if not index:
-        err.print("open it in a browser: it needs nothing else")
+    if index:
+        written = write_index(target, output)
+        out.print(str(written), highlight=False, markup=False, soft_wrap=True)  # one line, for scripts
+        return
+    written, partial = write_run_page(target, output)
+    out.print(str(written), highlight=False, markup=False, soft_wrap=True)
+    if partial:  # a page that is not a whole reading of its transcript is not a success
+        err.print(f"rooftop view: {target}: partial page: {partial}", highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(1)
+    err.print("open it in a browser: it needs nothing else")

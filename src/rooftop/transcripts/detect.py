@@ -21,10 +21,11 @@ from typing import Any
 
 from rooftop.transcripts.build import Builder, mapping, string
 from rooftop.transcripts.events import Session
-from rooftop.transcripts.lines import head, records
+from rooftop.transcripts.lines import Text, head, records
 from rooftop.transcripts.parsers import kimi, parser, registry
 
 UNKNOWN = "unknown"
+PLAIN = "text"  # an agent's plain output (parsers/plain.py): chosen, never sniffed
 WINDOW = 20  # records per sniffing window
 SCAN_LIMIT = 2000  # records read at most to tell a format
 TRANSCRIPT = "transcript.jsonl"
@@ -60,6 +61,12 @@ def detect(path: str | Path) -> str:
     return (sniff(window) if window else None) or UNKNOWN
 
 
+def mostly_text(path: str | Path) -> bool:
+    """Whether most of the first records of `path` are lines that are not JSON: plain output."""
+    window = head(path, 200)
+    return bool(window) and 2 * sum(isinstance(v, Text) for _, v in window) > len(window)
+
+
 def _unknown(path: str | Path) -> Session:
     b = Builder(UNKNOWN, str(path))
     for line, record in b.walk(records(path)):
@@ -70,6 +77,8 @@ def _unknown(path: str | Path) -> Session:
 def parse_file(path: str | Path, format: str | None = None) -> Session:
     """The session of one file, in the given format or the one `detect` finds."""
     format = format or detect(path)
+    if format == UNKNOWN and mostly_text(path):
+        format = PLAIN
     if format == UNKNOWN:
         return _unknown(path)
     return parser(format).read(path)
@@ -126,6 +135,9 @@ def choose(folder: str | Path) -> Choice | None:
     if known:
         best = max(known, key=lambda p: p.stat().st_size)
         return Choice(best, known[best], reason="no readable transcript.jsonl: the largest transcript beside it")
+    if stdout.is_file() and stdout.stat().st_size and mostly_text(stdout):
+        return Choice(stdout, PLAIN, reason="the agent's plain output, in no transcript format: each block of lines "
+                                            "is shown as one of its messages")
     return Choice(stdout, UNKNOWN, reason="no transcript in a known format") if stdout.is_file() else None
 
 

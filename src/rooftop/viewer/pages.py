@@ -17,12 +17,14 @@ from markupsafe import Markup
 
 from rooftop.agents.record import AgentRun
 from rooftop.errors import UserError
-from rooftop.transcripts.detect import load
+from rooftop.transcripts.detect import choose, load
 from rooftop.transcripts.events import Event, Session
 from rooftop.verdict import Verdict
 from rooftop.viewer.highlight import code, stylesheet
 
 FOLD_LINES = 40  # lines shown before the expander
+FOLD_CHARS = 4000  # characters shown before the expander, for text of few, long lines
+INTERPRETED = 0.5  # below this share of its records interpreted, a page says it is partial
 
 
 @dataclass
@@ -32,15 +34,40 @@ class Folded:
     head: str
     rest: str = ""
     more: int = 0
+    unit: str = "lines"
 
     @classmethod
-    def of(cls, text: str | None, lines: int = FOLD_LINES) -> Folded | None:
+    def of(cls, text: str | None, lines: int = FOLD_LINES, chars: int = FOLD_CHARS) -> Folded | None:
         if not text:
             return None
         split = text.splitlines(keepends=True)
-        if len(split) <= lines:
-            return cls(text)
-        return cls("".join(split[:lines]), "".join(split[lines:]), len(split) - lines)
+        if len(split) > lines:
+            return cls("".join(split[:lines]), "".join(split[lines:]), len(split) - lines)
+        if len(text) > chars:  # one long line (an escaped blob, a minified file): folded by length
+            return cls(text[:chars], text[chars:], len(text) - chars, "characters")
+        return cls(text)
+
+
+@dataclass
+class Compact:
+    """A run of events with nothing to show but their kind (token counts, turn contexts): one row."""
+
+    items: list[Item]
+
+    @property
+    def summary(self) -> str:
+        kinds: dict[str, int] = {}
+        for item in self.items:
+            name = item.event.kind or item.event.role
+            kinds[name] = kinds.get(name, 0) + 1
+        return ", ".join(f"{k} ×{n}" if n > 1 else k for k, n in kinds.items())
+
+    @property
+    def lines(self) -> str:
+        numbers = [i.event.line for i in self.items if i.event.line]
+        if not numbers:
+            return ""
+        return f"line {numbers[0]}" if len(numbers) == 1 else f"lines {numbers[0]}-{numbers[-1]}"
 
 
 @dataclass
@@ -53,7 +80,14 @@ class Item:
     calls: list[dict[str, Any]] = field(default_factory=list)
     result: Folded | None = None
     raw: Markup | None = None
-    children: list[Item] = field(default_factory=list)  # a subagent's events, under its call
+    children: list[Item | Compact] = field(default_factory=list)  # a subagent's events, under its call
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to show but its header."""
+        e = self.event
+        return not (self.text or self.reasoning or self.calls or self.result or self.raw or self.children
+                    or e.usage or e.role in ("error", "user"))
 
 
 def _environment() -> Environment:
@@ -64,7 +98,22 @@ def _environment() -> Environment:
     return env
 
 
-def _items(session: Session) -> list[Item]:
+def _compacted(items: list[Item]) -> list[Item | Compact]:
+    """Runs of header-only events as one row each."""
+    out: list[Item | Compact] = []
+    for item in items:
+        item.children = _compacted([c for c in item.children if isinstance(c, Item)])
+        if item.empty:
+            if out and isinstance(out[-1], Compact):
+                out[-1].items.append(item)
+            else:
+                out.append(Compact([item]))
+        else:
+            out.append(item)
+    return out
+
+
+def _items(session: Session) -> list[Item | Compact]:
     top: list[Item] = []
     by_call: dict[str, Item] = {}  # the item holding each subagent call
     for event in session.events:
@@ -81,7 +130,26 @@ def _items(session: Session) -> list[Item]:
             item.raw = code(json.dumps(event.raw, indent=1, ensure_ascii=False, default=str), language="json")
         parent = by_call.get(event.parent) if event.parent else None
         (parent.children if parent is not None else top).append(item)
-    return top
+    return _compacted(top)
+
+
+def interpreted(session: Session) -> float:
+    """The share of a session's records that a parser understood (not kept raw, not unreadable)."""
+    if not session.lines:
+        return 0.0
+    missed = {e.line for e in session.events if e.role == "raw"} | {p.line for p in session.problems}
+    return max(0.0, 1 - len(missed) / session.lines)
+
+
+def partial(session: Session) -> str | None:
+    """Why a page of this session must not look complete, or None."""
+    share = interpreted(session)
+    if share >= INTERPRETED:
+        return None
+    if not session.lines:
+        return "no transcript records in it"
+    return (f"only {share:.0%} of its {session.lines} records were interpreted (format {session.format}); "
+            "the rest are shown raw")
 
 
 def _solution(folder: Path) -> list[tuple[str, Markup]]:
@@ -110,7 +178,13 @@ def _calls(folder: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def run_page(target: Path) -> str:
+@dataclass
+class Page:
+    html: str
+    partial: str | None  # why the page is not a whole reading of its transcript
+
+
+def run_page(target: Path) -> Page:
     """The page of a run folder (run.json, transcript, workspace, verdicts) or of a transcript file."""
     if not target.exists():
         raise UserError(f"{target}: no such run folder or transcript")
@@ -118,18 +192,22 @@ def run_page(target: Path) -> str:
     record = None
     if folder is not None and (folder / "run.json").is_file():
         record = AgentRun.model_validate_json((folder / "run.json").read_text())
+    elif folder is not None and choose(folder) is None:
+        raise UserError(f"{target}: not a run folder (no run.json and no transcript in it)")
     session = load(target)
+    why = partial(session)
     incomplete = (record is not None and not record.completed) or session.completed is False
     tool_calls = sum(len(e.tool_calls) for e in session.events)
     turns = sum(1 for e in session.events if e.role == "assistant" and e.usage is not None) or sum(
         1 for e in session.events if e.role == "assistant")
-    return _environment().get_template("run.html.j2").render(
-        css=stylesheet(), session=session, record=record, items=_items(session), incomplete=incomplete,
+    html = _environment().get_template("run.html.j2").render(
+        css=stylesheet(), session=session, record=record, items=_items(session), incomplete=incomplete, partial=why,
         turns=turns, tool_calls=tool_calls, solution=_solution(folder) if folder else [],
         verdicts=_verdicts(folder) if folder else [], calls=_calls(folder) if folder else [],
         run_json=code(record.model_dump_json(indent=1), language="json") if record else None,
         title=(f"{record.agent} · {record.model or 'default'} · {problem_label(record.problem)} · {record.repeat}"
                if record else target.name))
+    return Page(html, why)
 
 
 def problem_label(problem: str) -> str:
@@ -137,10 +215,12 @@ def problem_label(problem: str) -> str:
     return Path(problem).name if problem.startswith("/") else problem
 
 
-def write_run_page(target: Path, out: Path | None = None) -> Path:
+def write_run_page(target: Path, out: Path | None = None) -> tuple[Path, str | None]:
+    """Where the page went, and why it is partial (None: every record or most were read)."""
     out = out or ((target / "view.html") if target.is_dir() else target.with_suffix(".html"))
-    out.write_text(run_page(target))
-    return out
+    page = run_page(target)
+    out.write_text(page.html)
+    return out, page.partial
 
 
 def write_index(runs: Path, out: Path | None = None) -> Path:
@@ -150,8 +230,8 @@ def write_index(runs: Path, out: Path | None = None) -> Path:
     rows = []
     for folder in sorted(p for p in runs.iterdir() if (p / "run.json").is_file()):
         record = AgentRun.model_validate_json((folder / "run.json").read_text())
-        page = write_run_page(folder)
-        rows.append({"record": record, "href": page.relative_to(runs).as_posix()})
+        page, why = write_run_page(folder)
+        rows.append({"record": record, "href": page.relative_to(runs).as_posix(), "partial": why})
     if not rows:
         raise UserError(f"--index {runs}: no run folders (with run.json) in it")
     out = out or runs / "index.html"

@@ -1,0 +1,87 @@
+"""`rooftop view` says when a page is not a whole reading of its transcript, and folds what would
+bury the first screen (read without a browser: tests/test_viewer.py loads pages in Chromium)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from rooftop.agents.record import AgentRun
+from rooftop.transcripts.detect import load
+from rooftop.viewer.pages import FOLD_CHARS, Compact, Folded, _items, run_page
+
+
+def _view(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rooftop", "view", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def _jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_a_long_single_line_is_folded_by_its_length():
+    """A 17.5 KB single-line hook response (escaped newlines) was shown whole: folding counted lines."""
+    blob = "x" * 17_500
+    folded = Folded.of(blob)
+    assert folded is not None and folded.head == blob[:FOLD_CHARS] and folded.head + folded.rest == blob
+    assert folded.more == 17_500 - FOLD_CHARS and folded.unit == "characters"
+    many = Folded.of("\n".join(["line"] * 100))
+    assert many is not None and many.unit == "lines" and many.more == 60
+
+
+def test_records_with_nothing_to_show_but_their_kind_fold_into_one_row(tmp_path):
+    """Codex pages held hundreds of header-only boxes (token counts, turn contexts)."""
+    meta = {"timestamp": "2026-01-01T00:00:00Z", "type": "session_meta",
+            "payload": {"id": "t1", "cwd": "/w", "cli_version": "0.57.0", "originator": "codex_cli_rs"}}
+    say = {"timestamp": "2026-01-01T00:00:01Z", "type": "response_item",
+           "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}}
+    context = {"timestamp": "2026-01-01T00:00:01Z", "type": "turn_context", "payload": {"cwd": "/w", "model": "m"}}
+    tokens = {"timestamp": "2026-01-01T00:00:02Z", "type": "event_msg", "payload": {"type": "token_count", "info": None}}
+    session = load(_jsonl(tmp_path / "rollout.jsonl", [meta, context, tokens, tokens, tokens, say, tokens]))
+    items = _items(session)
+    rows = [i for i in items if isinstance(i, Compact)]
+    assert rows and all(len(r.items) >= 1 for r in rows)
+    assert any("×3" in r.summary for r in rows), [r.summary for r in rows]
+    assert any(not isinstance(i, Compact) and i.event.text == "done" for i in items)
+
+
+def test_a_page_of_mostly_uninterpreted_records_says_so_and_exits_1(tmp_path):
+    records = [{"kind": "mystery", "n": n} for n in range(9)] + [{"type": "result", "result": "x"}]
+    transcript = _jsonl(tmp_path / "odd.jsonl", records)
+    done = _view(str(transcript), "-o", str(tmp_path / "odd.html"))
+    assert done.returncode == 1, done.stderr
+    assert "partial page" in done.stderr and "records were interpreted" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert 'id="partial"' in (tmp_path / "odd.html").read_text()
+
+
+def test_a_folder_that_is_not_a_run_is_one_line_and_exit_2(tmp_path):
+    (tmp_path / "notes.md").write_text("hello\n")
+    done = _view(str(tmp_path))
+    assert done.returncode == 2 and "not a run folder" in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "view.html").exists()
+
+
+def test_a_command_agent_s_plain_output_is_shown_as_its_messages(tmp_path):
+    """Runs of the `command` adapter rendered empty: raw records only, the output under unread lines."""
+    run = tmp_path / "run"
+    run.mkdir()
+    record = AgentRun(id="r1", agent="mine", adapter="command", problem="scale", started_at="2026-01-01T00:00:00Z",
+                      completed=True, transcript="transcript.jsonl", folder=str(run))
+    (run / "run.json").write_text(record.model_dump_json())
+    (run / "transcript.jsonl").write_text("reading the problem\nwriting solution.py\n\n"
+                                          "running ./check\ncorrect, speedup 1.2x\n\n" + "\n".join(
+                                              f"log {i}" for i in range(26)) + "\n")
+    page = run_page(run)
+    assert page.partial is None
+    session = load(run)
+    assert session.format == "text"
+    assert [e.role for e in session.events] == ["assistant"] * 3
+    assert session.events[1].text == "running ./check\ncorrect, speedup 1.2x"
+    assert "unread lines (0)" in page.html and "writing solution.py" in page.html
+    done = _view(str(run))
+    assert done.returncode == 0, done.stderr
