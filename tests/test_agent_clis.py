@@ -52,6 +52,7 @@ class Cli:
     formats: tuple[str, ...]  # what the run folder's transcript may be read as
     env: dict[str, str] = field(default_factory=dict)  # {name: value}; "{url}" / "{root}": the server's
     args: list[str] = field(default_factory=list)
+    refused: tuple[str, ...] = ()  # what else it may try to reach, which the sandbox's network refuses
 
 
 CASES = {
@@ -71,7 +72,8 @@ CASES = {
                              "provider": {"scripted": {
                                  "npm": "@ai-sdk/openai-compatible", "name": "Scripted",
                                  "options": {"baseURL": "{url}", "apiKey": "{env:SCRIPTED_API_KEY}"},
-                                 "models": {"scripted-1": {"name": "Scripted 1", "tool_call": True}}}}})}),
+                                 "models": {"scripted-1": {"name": "Scripted 1", "tool_call": True}}}}})},
+                    refused=("registry.npmjs.org:443",)),  # its background `npm install @opencode-ai/plugin`
 }
 
 
@@ -120,10 +122,9 @@ def test_a_real_agent_cli_drives_a_whole_run_against_a_scripted_model(adapter, c
     with ScriptedModel(coding_script(SOLUTION), api_key=KEY) as model:
         for name, value in case.env.items():
             monkeypatch.setenv(name, _fill(value, model))
-        extra = {"endpoints": [f"127.0.0.1:{model.port}"]} if "endpoints" in AgentConfig.model_fields else {}
         agent = AgentConfig(adapter=adapter, executable=str(program), env=sorted(case.env),
                             args=[_fill(a, model) for a in case.args], mounts=[CLIS / "node_modules"],
-                            timeout=240, **extra)
+                            endpoints=[f"127.0.0.1:{model.port}"], timeout=240)
         record = run_agent(RunPlan(agent=agent, model=case.model, problem=str(copy_problem)), evaluator=evaluator,
                            settings=Settings(device=DeviceChoice.cpu), runs_dir=tmp_path / "runs",
                            db=evaluator.db, agent_sandbox_kind=sandbox)
@@ -132,6 +133,8 @@ def test_a_real_agent_cli_drives_a_whole_run_against_a_scripted_model(adapter, c
     assert record.state == "done", (record.error, stderr)
     assert record.sandbox == sandbox and record.exit_code == 0 and record.completed, stderr
     assert pinned and pinned in (record.cli_version or ""), record.cli_version
+    # its model was all it reached: Claude Code and Codex, as their adapters start them, try nothing else
+    assert set(record.egress_refused) <= set(case.refused), record.egress_refused
 
     # the model's solution, graded correct on every shape, the held-out one included
     assert (folder / "workspace" / "solution.py").read_text() == SOLUTION
