@@ -85,3 +85,23 @@ def test_a_command_agent_s_plain_output_is_shown_as_its_messages(tmp_path):
     assert "unread lines (0)" in page.html and "writing solution.py" in page.html
     done = _view(str(run))
     assert done.returncode == 0, done.stderr
+
+
+def test_turns_are_shown_beside_the_transcript_s_own_count_and_say_what_each_counts(tmp_path):
+    """59 turns were shown against the result's num_turns 67, with no word said."""
+    init = {"type": "system", "subtype": "init", "session_id": "s1", "model": "claude-x", "tools": []}
+
+    def said(n: int, sidechain: bool = False) -> dict:
+        return {"type": "assistant", "parent_tool_use_id": "toolu_1" if sidechain else None,
+                "message": {"id": f"msg_{n}", "role": "assistant", "model": "claude-x",
+                            "content": [{"type": "text", "text": f"step {n}"}],
+                            "usage": {"input_tokens": 10, "output_tokens": 5}}}
+
+    result = {"type": "result", "subtype": "success", "is_error": False, "num_turns": 7, "result": "done",
+              "usage": {"input_tokens": 30, "output_tokens": 15}}
+    transcript = _jsonl(tmp_path / "cc.jsonl", [init, said(1), said(2), said(3, sidechain=True), result])
+    html = run_page(transcript).html
+    card = html[html.index('id="turns"'):]
+    card = card[:card.index("</div>")]
+    assert "<b>2</b>" in card and "+1 in subagents" in card
+    assert "the transcript says 7 (num_turns in its result line)" in card

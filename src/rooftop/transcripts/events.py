@@ -86,4 +86,8 @@ class Session(BaseModel):
     started_at: datetime | None = None
     duration_s: float | None = None
     completed: bool | None = None  # the format's own end-of-session record was seen (None: it has none)
+    # the transcript's own count of turns and what it counts (Claude Code's result `num_turns`), shown
+    # beside the model calls counted here, which may differ
+    reported_turns: int | None = None
+    reported_turns_label: str | None = None
     final_text: str | None = None

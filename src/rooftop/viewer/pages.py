@@ -198,8 +198,7 @@ def run_page(target: Path) -> Page:
     why = partial(session)
     incomplete = (record is not None and not record.completed) or session.completed is False
     tool_calls = sum(len(e.tool_calls) for e in session.events)
-    turns = sum(1 for e in session.events if e.role == "assistant" and e.usage is not None) or sum(
-        1 for e in session.events if e.role == "assistant")
+    turns = model_calls(session)
     html = _environment().get_template("run.html.j2").render(
         css=stylesheet(), session=session, record=record, items=_items(session), incomplete=incomplete, partial=why,
         turns=turns, tool_calls=tool_calls, solution=_solution(folder) if folder else [],
@@ -208,6 +207,23 @@ def run_page(target: Path) -> Page:
         title=(f"{record.agent} · {record.model or 'default'} · {problem_label(record.problem)} · {record.repeat}"
                if record else target.name))
     return Page(html, why)
+
+
+@dataclass
+class Turns:
+    """Model calls counted on the page: the main thread's and its subagents'. A call is an
+    assistant event carrying usage (one per message id), or any assistant event where the format
+    gives no usage."""
+
+    main: int
+    subagents: int
+
+
+def model_calls(session: Session) -> Turns:
+    assistant = [e for e in session.events if e.role == "assistant"]
+    counted = [e for e in assistant if e.usage is not None] or assistant
+    sub = sum(1 for e in counted if e.sidechain or e.parent)
+    return Turns(len(counted) - sub, sub)
 
 
 def problem_label(problem: str) -> str:

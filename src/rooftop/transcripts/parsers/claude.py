@@ -112,6 +112,8 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
                 s.duration_s = duration / 1000 if duration is not None else None
                 s.completed = record.get("is_error") is False
                 s.final_text = string(record.get("result"))
+                s.reported_turns = count(record.get("num_turns"))
+                s.reported_turns_label = "num_turns in its result line"
             elif kind == "stream_event":
                 b.add(line, "system", f"stream_event.{mapping(record, 'event').get('type') or ''}", **side)
             else:
