@@ -160,8 +160,8 @@ def test_claude_edits_carry_diffs_from_their_structured_patch():
 def test_claude_native_usage_once_per_message_id():
     for name in ("ca4291e5_main_session.jsonl", "ca4291e5_subagents_agent-a90795522da6172b3.jsonl"):
         path = fixture(f"claude_native/{name}")
-        usages = {r["message"]["id"]: r["message"]["usage"] for r in reversed(json_lines(path))
-                  if r["type"] == "assistant"}
+        # a message's last line carries its usage: the earlier lines' output counts are placeholders
+        usages = {r["message"]["id"]: r["message"]["usage"] for r in json_lines(path) if r["type"] == "assistant"}
         session = load(path)
         assert session.usage == added(_anthropic(u) for u in usages.values())
         assert session.session_id == "ca4291e5-5178-4fdb-972b-f6b4d6c26a65"

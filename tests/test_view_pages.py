@@ -105,3 +105,23 @@ def test_turns_are_shown_beside_the_transcript_s_own_count_and_say_what_each_cou
     card = card[:card.index("</div>")]
     assert "<b>2</b>" in card and "+1 in subagents" in card
     assert "the transcript says 7 (num_turns in its result line)" in card
+
+
+def test_a_message_split_over_lines_counts_its_last_line_s_usage_once(tmp_path):
+    """Claude Code 2.x writes one line per content block with the same message id; the first
+    line's output count is a placeholder ("out 3" where the last line says 197)."""
+
+    def block(content: dict, output: int) -> dict:
+        return {"type": "assistant", "sessionId": "s1", "parentUuid": "u0", "uuid": f"u{output}", "timestamp": "2026-01-01T00:00:00Z",
+                "message": {"id": "msg_1", "role": "assistant", "model": "claude-x", "content": [content],
+                            "usage": {"input_tokens": 4, "cache_read_input_tokens": 100, "output_tokens": output}}}
+
+    lines = [{"type": "user", "sessionId": "s1", "parentUuid": None, "uuid": "u0", "timestamp": "2026-01-01T00:00:00Z",
+              "message": {"role": "user", "content": "go"}},
+             block({"type": "thinking", "thinking": "hm"}, 3),
+             block({"type": "text", "text": "writing it"}, 3),
+             block({"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "./check"}}, 197)]
+    session = load(_jsonl(tmp_path / "native.jsonl", lines))
+    charged = [e.usage for e in session.events if e.usage is not None]
+    assert len(charged) == 1 and charged[0].output == 197 and charged[0].input == 104
+    assert session.usage.output == 197

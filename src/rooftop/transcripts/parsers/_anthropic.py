@@ -2,8 +2,10 @@
 (claude_native): content blocks, tool calls and their diffs, tool results and their structured
 extras, and usage counted once per message id.
 
-Claude Code writes one line per content block and repeats the message's id and usage on each, so
-usage goes on the first line of a message only. A tool call's diff is made when the call is seen
+Claude Code writes one line per content block and repeats the message's id on each, with the usage
+so far: the first line's output count is a placeholder (a few tokens), the last line's is the
+message's. So a message's usage is counted once, on its first line's event, and each later line of
+the same id replaces it with its own. A tool call's diff is made when the call is seen
 (from what the transcript has shown of the file), then replaced by the exact one when its result
 carries `structuredPatch`; a call whose result is an error changed nothing, so its diff is dropped.
 """
@@ -38,7 +40,7 @@ class Calls:
     files: Files = field(default_factory=Files)
     by_id: dict[str, ToolCall] = field(default_factory=dict)
     before: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # call id -> (path, content before)
-    messages: set[str] = field(default_factory=set)  # message ids whose usage was counted
+    messages: dict[str, Event] = field(default_factory=dict)  # message id -> the event holding its usage
 
     def call(self, block: dict[str, Any]) -> ToolCall:
         name = string(block.get("name")) or "?"
@@ -120,13 +122,15 @@ def assistant(b: Builder, line: int, message: dict[str, Any], calls: Calls, **fi
             texts.append(text_of(block))
     model = string(message.get("model"))
     ident = string(message.get("id"))
-    usage = None
-    if model != SYNTHETIC_MODEL and (ident is None or ident not in calls.messages):
-        usage = tokens(message.get("usage"))
-        if ident is not None:
-            calls.messages.add(ident)
-    return b.add(line, "assistant", "assistant", text="\n".join(texts) or None, reasoning="\n".join(thoughts) or None,
-                 tool_calls=tool_calls, usage=usage, model=model, **fields)
+    usage = tokens(message.get("usage")) if model != SYNTHETIC_MODEL else None
+    first = calls.messages.get(ident) if ident is not None else None
+    if first is not None and usage is not None:
+        first.usage = usage  # a later line of the same message: its usage supersedes the earlier one
+    event = b.add(line, "assistant", "assistant", text="\n".join(texts) or None, reasoning="\n".join(thoughts) or None,
+                  tool_calls=tool_calls, usage=None if first is not None else usage, model=model, **fields)
+    if first is None and ident is not None and usage is not None:
+        calls.messages[ident] = event
+    return event
 
 
 def user(b: Builder, line: int, message: dict[str, Any], extra: Any, calls: Calls, **fields: Any) -> list[Event]:
