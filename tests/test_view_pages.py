@@ -40,7 +40,8 @@ def test_records_with_nothing_to_show_but_their_kind_fold_into_one_row(tmp_path)
     say = {"timestamp": "2026-01-01T00:00:01Z", "type": "response_item",
            "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}}
     context = {"timestamp": "2026-01-01T00:00:01Z", "type": "turn_context", "payload": {"cwd": "/w", "model": "m"}}
-    tokens = {"timestamp": "2026-01-01T00:00:02Z", "type": "event_msg", "payload": {"type": "token_count", "info": None}}
+    tokens = {"timestamp": "2026-01-01T00:00:02Z", "type": "event_msg",
+              "payload": {"type": "token_count", "info": None}}
     session = load(_jsonl(tmp_path / "rollout.jsonl", [meta, context, tokens, tokens, tokens, say, tokens]))
     items = _items(session)
     rows = [i for i in items if isinstance(i, Compact)]
@@ -112,7 +113,8 @@ def test_a_message_split_over_lines_counts_its_last_line_s_usage_once(tmp_path):
     line's output count is a placeholder ("out 3" where the last line says 197)."""
 
     def block(content: dict, output: int) -> dict:
-        return {"type": "assistant", "sessionId": "s1", "parentUuid": "u0", "uuid": f"u{output}", "timestamp": "2026-01-01T00:00:00Z",
+        return {"type": "assistant", "sessionId": "s1", "parentUuid": "u0", "uuid": f"u{output}",
+                "timestamp": "2026-01-01T00:00:00Z",
                 "message": {"id": "msg_1", "role": "assistant", "model": "claude-x", "content": [content],
                             "usage": {"input_tokens": 4, "cache_read_input_tokens": 100, "output_tokens": output}}}
 
