@@ -758,3 +758,64 @@ def test_claude_native_2_1_3xx_request_records_are_bookkeeping(tmp_path):
     assert texts["api-request-blob"] is None and texts["api-request-shape"] is None
     assert session.cost_usd == 0.015 and session.usage == TokenUsage(input=1000, output=50, cache_read=None,
                                                                        cache_write=None)
+
+
+def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_the_oldest_codex_rollout_shape_is_read(tmp_path):
+    """A rollout of a 2025 codex-rs build: a bare metadata line, then bare response items between
+    `record_type: state` lines, no envelope and no session_meta (all 50 records were shown raw)."""
+    call = {"type": "function_call", "id": "fc_1", "name": "shell", "call_id": "call_1",
+            "arguments": json.dumps({"command": ["bash", "-lc", "ls"]})}
+    records = [{"id": "5f0c", "timestamp": "2025-08-01T10:00:00.000Z", "instructions": None,
+                "git": {"commit_hash": "abc", "branch": "main"}},
+               {"record_type": "state"},
+               {"type": "message", "id": None, "role": "user", "content": [{"type": "input_text", "text": "list"}]},
+               {"record_type": "state"},
+               {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "look first"}],
+                "encrypted_content": "gAAA"},
+               call,
+               {"type": "function_call_output", "call_id": "call_1",
+                "output": json.dumps({"output": "a.py\n", "metadata": {"exit_code": 0, "duration_seconds": 0.1}})},
+               {"type": "message", "id": "msg_1", "role": "assistant",
+                "content": [{"type": "output_text", "text": "one file"}]},
+               {"record_type": "state"}]
+    path = _write_jsonl(tmp_path / "rollout-2025-08-01T10-00-00-5f0c.jsonl", records)
+    assert detect(path) == "codex_rollout"
+    session = load(path)
+    assert not [e for e in session.events if e.role == "raw"] and not session.problems
+    assert session.session_id == "5f0c"
+    assert [e.role for e in session.events if e.role != "system"] == ["user", "assistant", "assistant", "tool",
+                                                                      "assistant"]
+    assert session.events[-2].text == "one file" and session.final_text == "one file"
+    shell = next(e for e in session.events if e.tool_calls)
+    assert shell.tool_calls[0].name == "shell" and shell.tool_calls[0].arguments["command"][-1] == "ls"
+
+
+def test_exec_command_end_events_are_not_shown_again_beside_their_outputs(tmp_path):
+    """Codex 0.121 writes an exec_command_end per command, which repeated the call's output as raw
+    records; one whose call has no output line (a command the user ran) is that command's result."""
+
+    def line(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+        return {"timestamp": "2026-01-01T00:00:00.000Z", "type": kind, "payload": payload}
+
+    records = [line("session_meta", {"id": "t", "cwd": "/w", "cli_version": "0.121.0"}),
+               line("response_item", {"type": "function_call", "name": "exec_command", "call_id": "c1",
+                                      "arguments": json.dumps({"cmd": "ls"})}),
+               line("event_msg", {"type": "exec_command_begin", "call_id": "c1", "command": ["ls"]}),
+               line("event_msg", {"type": "exec_command_end", "call_id": "c1", "command": ["ls"], "exit_code": 0,
+                                  "stdout": "a.py\n", "stderr": "", "aggregated_output": "a.py\n"}),
+               line("response_item", {"type": "function_call_output", "call_id": "c1",
+                                      "output": "Process exited with code 0\nOutput:\na.py\n"}),
+               line("event_msg", {"type": "exec_command_end", "call_id": "user1", "command": ["git", "status"],
+                                  "exit_code": 1, "aggregated_output": "fatal: not a git repository\n"})]
+    session = load(_write_jsonl(tmp_path / "rollout.jsonl", records))
+    assert not [e for e in session.events if e.role == "raw"]
+    outputs = [e for e in session.events if e.tool_result is not None]
+    assert [o.tool_result.call_id for o in outputs] == ["c1", "user1"]
+    user_ran = outputs[1]
+    assert user_ran.text == "$ git status" and user_ran.tool_result.is_error
+    assert "not a git repository" in user_ran.tool_result.content

@@ -12,6 +12,16 @@ becomes a system event. Newer CLIs (0.171) add a `world_state` snapshot of the e
 every item and a `token_usage_record` beside each `token_count`: system events, the echoes and
 records without text or usage, so nothing is shown or counted twice.
 
+The oldest shape (codex-rs until mid 2025, and forks after) has no `{timestamp, type, payload}`
+envelope: a first line of session metadata (`id`, `timestamp`, `instructions`, `git`), then the
+response items themselves, one per line and without timestamps, between `{"record_type": "state"}`
+snapshots. It has no token counts, so its usage is unknown, and no prompt echoes.
+
+Tool lifecycle events (`exec_command_begin`/`_end`, `patch_apply_begin`/`_end`, `mcp_tool_call_*`,
+`web_search_*`) repeat a call and its output that `response_item` lines hold: they are kept as
+events without text, except an `exec_command_end` whose call has no output line (a command the user
+ran), which becomes that command's result.
+
 Usage: `token_count` totals are cumulative and often repeated, so each count that moves the total
 gives that call's `last_token_usage` to the call's last assistant event (or keeps it, where the
 call left none), and the session's usage is the last total. The total starts again from zero when a
@@ -38,6 +48,11 @@ FORMAT = "codex_rollout"
 PRIORITY = 20
 TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
 ECHOES = {"world_state", "token_usage_record"}  # records of newer CLIs that repeat what other lines say
+ITEMS = {"message", "reasoning", "function_call", "function_call_output", "custom_tool_call",
+         "custom_tool_call_output", "local_shell_call", "web_search_call"}  # bare response items (oldest shape)
+LIFECYCLE = {"exec_command_begin", "exec_command_end", "exec_command_output_delta", "patch_apply_begin",
+             "patch_apply_end", "mcp_tool_call_begin", "mcp_tool_call_end", "web_search_begin", "web_search_end",
+             "turn_diff", "background_event", "plan_update"}
 SHELLS = {"shell", "shell_command", "exec_command", "local_shell", "container.exec"}
 # the status line of a tool's text output: shell_command and apply_patch say `Exit code: N`,
 # unified exec (exec_command) `Process exited with code N`, both in the header before `Output:`
@@ -45,8 +60,15 @@ _EXIT = re.compile(r"^(?:Exit code:|Process exited with code) (-?\d+)$", re.MULT
 
 
 def sniff(records: list[Any]) -> bool:
-    return any(isinstance(r, dict) and string(r.get("type")) in TYPES and isinstance(r.get("payload"), dict)
-               and "timestamp" in r for r in records)
+    return any(isinstance(r, dict) and (string(r.get("type")) in TYPES and isinstance(r.get("payload"), dict)
+                                        and "timestamp" in r or _oldest_meta(r) or r.get("record_type") == "state")
+               for r in records)
+
+
+def _oldest_meta(record: dict[str, Any]) -> bool:
+    """The first line of the oldest shape: session metadata, no envelope."""
+    return "type" not in record and "id" in record and "timestamp" in record and (
+        "instructions" in record or "git" in record)
 
 
 def tokens(usage: Any) -> TokenUsage | None:
@@ -125,6 +147,7 @@ class _Rollout:
         self.call_start = 0  # the first event after the last token_count: the next call's
         self.ends: list[str] = []  # task_started / task_complete / turn_aborted, in order
         self.prompts: set[str] = set()  # the human's prompts, from item_completed echoes (newer CLIs)
+        self.ended: list[tuple[Event, dict[str, Any]]] = []  # exec_command_end events, resolved at the end
 
     def meta(self, line: int, payload: dict[str, Any], stamp: Any) -> None:
         s = self.b.session
@@ -211,6 +234,10 @@ class _Rollout:
             if item.get("type") == "UserMessage":  # the human's prompt, as user_message said it before
                 self.prompts.add(text_of(item.get("content")).strip())
             add(line, "system", name, **at)  # an echo of a response_item or of a tool's outcome
+        elif kind in LIFECYCLE:
+            event = add(line, "system", name, **at)
+            if kind == "exec_command_end":
+                self.ended.append((event, payload))
         elif kind in ("entered_review_mode", "exited_review_mode", "context_compacted"):
             note = string(payload.get("user_facing_hint")) if kind == "entered_review_mode" else _review(payload)
             add(line, "system", name, text=note if kind != "context_compacted" else "context compacted", **at)
@@ -235,6 +262,12 @@ class _Rollout:
                     self.b.add(line, "system", "compacted", text="context compacted", timestamp=stamp)
                 elif kind in ECHOES:
                     self.b.add(line, "system", str(kind), timestamp=stamp)
+                elif record.get("record_type") == "state":
+                    self.b.add(line, "system", "state")
+                elif _oldest_meta(record):
+                    self.meta(line, record, stamp)
+                elif kind in ITEMS and "payload" not in record:
+                    self.response(line, record, None)
                 else:
                     self.b.raw(line, record, str(kind or ""))
         s = self.b.session
@@ -242,6 +275,7 @@ class _Rollout:
         has_tasks = any(e.startswith("task_") for e in self.ends)  # older CLIs write no end of task
         s.completed = self.ends[-1] == "task_complete" if has_tasks else None
         _hide_echoes(s.events, self.prompts)
+        _unanswered_commands(s.events, self.ended)
         return self.b.finish()
 
 
@@ -266,6 +300,25 @@ def _hide_echoes(events: list[Event], prompts: set[str]) -> None:
     for e in events:
         if e.kind == "event_msg.user_message" and e.text and e.text.strip() in heard:
             e.role, e.text = "system", None
+
+
+def _unanswered_commands(events: list[Event], ended: list[tuple[Event, dict[str, Any]]]) -> None:
+    """An `exec_command_end` whose call has no output line shows that command's output."""
+    answered = {e.tool_result.call_id for e in events if e.tool_result is not None}
+    for event, payload in ended:
+        call_id = string(payload.get("call_id"))
+        if call_id in answered:
+            continue
+        output = payload.get("aggregated_output", payload.get("formatted_output"))
+        if not isinstance(output, str):
+            output = "\n".join(t for t in (string(payload.get("stdout")), string(payload.get("stderr"))) if t)
+        code = payload.get("exit_code")
+        command = payload.get("command")
+        shown = " ".join(command) if isinstance(command, list) else text_of(command) if command else ""
+        event.role = "tool"
+        event.text = f"$ {shown}" if shown else None
+        event.tool_result = ToolResult(call_id=call_id, content=output,
+                                       is_error=isinstance(code, int) and code != 0)
 
 
 def parse(records: Iterable[Record], path: str | None = None) -> Session:
