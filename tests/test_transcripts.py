@@ -22,13 +22,14 @@ from typing import Any
 import pytest
 
 from rooftop.transcripts.detect import choose, detect, load, parse_file
-from rooftop.transcripts.diffs import paths
+from rooftop.transcripts.diffs import COMPUTED, paths
 from rooftop.transcripts.events import Session, TokenUsage
 from rooftop.transcripts.parsers import kimi, registry
 
 VARIABLE = "ROOFTOP_TRANSCRIPT_FIXTURES"
 FIXTURES = Path(os.environ.get(VARIABLE) or Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "transcripts")
 FAKES = Path(__file__).parent / "fakes" / "agents"
+LABEL = f"\t({COMPUTED})"  # on the --- line of a diff whose line numbers were computed here
 PROMPT = "# Make it fast\n\nWrite `ModelNew` in solution.py.\n"
 
 # the format each fixture file is, by the start of its path under the fixtures folder
@@ -399,10 +400,11 @@ def test_claude_diffs_follow_the_file_through_writes_and_edits(tmp_path):
                  *_assistant("a2", again))
     calls = {c.id: c for e in load(path).events for c in e.tool_calls}
     assert calls["t1"].diff == "--- /dev/null\n+++ b/k.py\n@@ -0,0 +1,3 @@\n+a\n+b\n+c\n"
-    assert calls["t2"].diff == "--- a/k.py\n+++ b/k.py\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n"
-    assert calls["t3"].diff == "--- a/other.py\n+++ b/other.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+    assert calls["t2"].diff == f"--- a/k.py{LABEL}\n+++ b/k.py\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n"
+    # a file never seen: the snippet alone, under a bare @@ (where it lies is not known)
+    assert calls["t3"].diff == "--- a/other.py\n+++ b/other.py\n@@\n-x = 1\n+x = 2\n"
     assert calls["t4"].diff is None  # its result is an error: nothing changed
-    assert calls["t5"].diff == "--- a/k.py\n+++ b/k.py\n@@ -1,3 +1,4 @@\n a\n B\n c\n+d\n"
+    assert calls["t5"].diff == f"--- a/k.py{LABEL}\n+++ b/k.py\n@@ -1,3 +1,4 @@\n a\n B\n c\n+d\n"
 
 
 def test_claude_subagent_lines_from_a_constructed_stream(tmp_path):
@@ -429,7 +431,7 @@ def test_legacy_shell_apply_patch_gives_a_diff(tmp_path):
     (found,) = [c for e in load(path).events for c in e.tool_calls]
     assert found.file_path == "new.py"
     assert found.diff == ("--- /dev/null\n+++ b/new.py\n@@ -0,0 +1 @@\n+print(1)\n"
-                          "--- a/new.py\n+++ b/new.py\n@@ -1 +1 @@\n-print(1)\n+print(2)\n")
+                          f"--- a/new.py{LABEL}\n+++ b/new.py\n@@ -1 +1 @@\n-print(1)\n+print(2)\n")
 
 
 def test_rooftop_own_transcript(tmp_path):
@@ -458,7 +460,7 @@ def test_rooftop_own_transcript(tmp_path):
     assert session.usage == TokenUsage(input=200, output=20, cache_read=100) and session.completed
     first, second = (c for e in session.events for c in e.tool_calls)
     assert first.diff == "--- /dev/null\n+++ b/solution.py\n@@ -0,0 +1 @@\n+x = 1\n"
-    assert second.diff == "--- a/solution.py\n+++ b/solution.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+    assert second.diff == f"--- a/solution.py{LABEL}\n+++ b/solution.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
     assert session.duration_s == 3.5 and session.events[7].kind == "error.retried"
     cut = write(tmp_path / "cut.jsonl", *out.getvalue().splitlines()[:5], tail='{"type":"mess')
     killed = load(cut)
@@ -494,7 +496,7 @@ def test_cursor_stream(tmp_path):
     thinking = [e for e in session.events if e.kind == "thinking"]
     assert [(e.line, e.reasoning) for e in thinking] == [(3, "let me look")]
     edit = next(c for e in session.events for c in e.tool_calls if c.name == "edit")
-    assert edit.diff == "--- /w/a.py\n+++ /w/a.py\n@@ -1 +1 @@\n-x = 0\n+x = 1\n"
+    assert edit.diff == f"--- /w/a.py{LABEL}\n+++ /w/a.py\n@@ -1 +1 @@\n-x = 0\n+x = 1\n"
     shell = next(e.tool_result for e in session.events if e.tool_result and e.tool_result.call_id == "t2")
     assert shell.is_error and session.final_text == "done" and session.duration_s == 1.5
 
@@ -819,3 +821,17 @@ def test_exec_command_end_events_are_not_shown_again_beside_their_outputs(tmp_pa
     user_ran = outputs[1]
     assert user_ran.text == "$ git status" and user_ran.tool_result.is_error
     assert "not a git repository" in user_ran.tool_result.content
+
+
+def test_codex_hunks_without_line_numbers_are_shown_as_the_patch_gives_them(tmp_path):
+    """A bare `@@` hunk of a file the transcript never showed was labelled `@@ -1,12 +1,12 @@`, and the
+    next `-13,2`: line numbers invented for hunks that were not at the top of the file."""
+    patch = ("*** Begin Patch\n*** Update File: spec.md\n@@ ## User Stories\n-User Story 2 - Sharded Worker Routing\n"
+             "+User Story 2 - Worker Routing\n@@\n keep\n-drop\n*** End Patch\n")
+    line = {"timestamp": "2026-01-01T00:00:00.000Z", "type": "response_item",
+            "payload": {"type": "custom_tool_call", "name": "apply_patch", "call_id": "p1", "input": patch}}
+    meta = {"timestamp": "2026-01-01T00:00:00.000Z", "type": "session_meta", "payload": {"id": "t"}}
+    (call,) = [c for e in load(_write_jsonl(tmp_path / "r.jsonl", [meta, line])).events for c in e.tool_calls]
+    assert call.diff == ("--- a/spec.md\n+++ b/spec.md\n@@ ## User Stories\n-User Story 2 - Sharded Worker Routing\n"
+                         "+User Story 2 - Worker Routing\n@@\n keep\n-drop\n")
+    assert paths(call.diff) == ["spec.md"]

@@ -3,9 +3,12 @@
 CLIs record a change as a whole new file (Write), a replaced snippet (Edit), hunks (Claude's
 structuredPatch) or a patch in Codex's own grammar. A viewer wants one thing, a unified diff, so
 each is turned into one here. A session's `Files` remembers what each file held as far as the
-transcript shows, so that a later whole-file write or edit diffs against it with real line numbers;
-where the earlier content is unknown, an edit diffs its snippet alone (line numbers then count from
-the snippet) and a write of a file never seen before diffs against an empty file.
+transcript shows, so that a later whole-file write or edit diffs against it with line numbers,
+computed here and said so on the diff's `---` line (a label after a tab, as `diff -u` puts a date);
+where the earlier content is unknown, an edit shows its snippet alone under a bare `@@` (no line
+numbers: the transcript gives none), and a write of a file never seen before diffs against an empty
+file. Hunks a CLI numbers itself (Claude's structuredPatch) keep its numbers; a Codex patch's hunks
+that cannot be placed are shown as the patch gives them.
 """
 
 from __future__ import annotations
@@ -17,16 +20,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 NO_NEWLINE = "\\ No newline at end of file\n"
+COMPUTED = "line numbers computed from the file as the transcript last showed it"
 
 
 def _name(path: str, side: str) -> str:
     return path if path.startswith("/") else f"{side}/{path}"
 
 
-def header(path: str, before: str | None, after: str | None, new_path: str | None = None) -> str:
+def header(path: str, before: str | None, after: str | None, new_path: str | None = None,
+           label: str | None = None) -> str:
     old = "/dev/null" if before is None else _name(path, "a")
     new = "/dev/null" if after is None else _name(new_path or path, "b")
-    return f"--- {old}\n+++ {new}\n"
+    return f"--- {old}{chr(9) + '(' + label + ')' if label else ''}\n+++ {new}\n"
 
 
 def _terminated(lines: Iterable[str]) -> str:
@@ -37,10 +42,11 @@ def _terminated(lines: Iterable[str]) -> str:
 
 
 def unified(path: str, before: str | None, after: str | None, new_path: str | None = None) -> str:
-    """The diff from `before` to `after` (None: the file did not exist / no longer exists)."""
+    """The diff from `before` to `after` (None: the file did not exist / no longer exists); its line
+    numbers are computed from `before`, which its header says where there was one."""
     hunks = list(difflib.unified_diff((before or "").splitlines(keepends=True),
                                       (after or "").splitlines(keepends=True)))[2:]
-    return header(path, before, after, new_path) + _terminated(hunks)
+    return header(path, before, after, new_path, COMPUTED if before else None) + _terminated(hunks)
 
 
 def from_hunks(path: str, hunks: list[Any]) -> str | None:
@@ -64,11 +70,14 @@ def _body(diff: str) -> str:
 
 
 def snippet(path: str, old: str, new: str) -> str:
-    """An edit of a file whose content is unknown: the replaced snippet alone (as whole lines)."""
-    def lines(text: str) -> str:
-        return text if not text or text.endswith("\n") else text + "\n"
+    """An edit of a file whose content is unknown: the replaced snippet alone (as whole lines), under
+    a bare `@@`, since where it lies in the file is not known."""
+    def lines(text: str) -> list[str]:
+        return text.splitlines(keepends=True)
 
-    return unified(path, lines(old), lines(new))
+    body = [line for line in difflib.unified_diff(lines(old), lines(new), n=10**6)][2:]
+    body = [line if line.endswith("\n") else line + "\n" for line in body if not line.startswith("@@")]
+    return header(path, "", "") + "@@\n" + "".join(body)
 
 
 @dataclass
@@ -172,15 +181,10 @@ def _apply(before: str, hunks: list[tuple[str, list[str]]]) -> str | None:
 
 
 def _hunk_text(hunks: list[tuple[str, list[str]]]) -> str:
-    """Hunks whose place in the file is unknown: numbered as if each followed the last."""
-    out, old_at, new_at = [], 1, 1
-    for context, body in hunks:
-        old_n = sum(1 for line in body if line[0] in " -")
-        new_n = sum(1 for line in body if line[0] in " +")
-        out.append(f"@@ -{old_at},{old_n} +{new_at},{new_n} @@{' ' + context if context else ''}\n")
-        out.append("".join(line + "\n" for line in body))
-        old_at, new_at = old_at + old_n, new_at + new_n
-    return "".join(out)
+    """Hunks whose place in the file is unknown, as the patch gives them: `@@` and its context line,
+    no line numbers."""
+    return "".join(f"@@{' ' + context if context else ''}\n" + "".join(line + "\n" for line in body)
+                   for context, body in hunks)
 
 
 def patch_diffs(text: str, files: Files) -> list[tuple[str, str]]:
@@ -216,9 +220,10 @@ def paths(diff: str) -> list[str]:
     old = None
     for line in diff.splitlines():
         if line.startswith("--- "):
-            old = line[4:]
+            old = line[4:].split("\t", 1)[0]
         elif line.startswith("+++ ") and old is not None:
-            name = line[4:] if line[4:] != "/dev/null" else old
+            name = line[4:].split("\t", 1)[0]
+            name = name if name != "/dev/null" else old
             name = name[2:] if name.startswith(("a/", "b/")) else name
             if name not in found:
                 found.append(name)
