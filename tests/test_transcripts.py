@@ -835,3 +835,47 @@ def test_codex_hunks_without_line_numbers_are_shown_as_the_patch_gives_them(tmp_
     assert call.diff == ("--- a/spec.md\n+++ b/spec.md\n@@ ## User Stories\n-User Story 2 - Sharded Worker Routing\n"
                          "+User Story 2 - Worker Routing\n@@\n keep\n-drop\n")
     assert paths(call.diff) == ["spec.md"]
+
+
+def test_the_gemini_cli_s_own_chat_record_is_read(tmp_path):
+    """Gemini CLI's saved session (Harbor's gemini-cli.trajectory.json) is one pretty-printed JSON
+    document: it was read as 553 lines of nothing, format unknown, exit 0."""
+    record = {"sessionId": "f86f", "projectHash": "79b6", "startTime": "2026-01-01T10:00:00.000Z",
+              "lastUpdated": "2026-01-01T10:01:30.000Z", "messages": [
+                  {"id": "m1", "timestamp": "2026-01-01T10:00:00.000Z", "type": "user", "content": "fix it"},
+                  {"id": "m2", "timestamp": "2026-01-01T10:00:05.000Z", "type": "gemini", "content": "",
+                   "thoughts": [{"subject": "Plan", "description": "write the file",
+                                 "timestamp": "2026-01-01T10:00:04.000Z"}],
+                   "tokens": {"input": 1200, "output": 40, "cached": 1000, "thoughts": 25, "tool": 0, "total": 1265},
+                   "model": "gemini-2.5-pro",
+                   "toolCalls": [{"id": "write-1", "name": "write_file", "status": "success",
+                                  "timestamp": "2026-01-01T10:00:06.000Z",
+                                  "args": {"file_path": "/w/solution.py", "content": "x = 1\n"},
+                                  "result": [{"functionResponse": {"id": "write-1", "name": "write_file",
+                                                                   "response": {"output": "wrote 1 line"}}}]},
+                                 {"id": "sh-1", "name": "run_shell_command", "status": "error",
+                                  "timestamp": "2026-01-01T10:00:07.000Z", "args": {"command": "./check"},
+                                  "result": [{"functionResponse": {"id": "sh-1", "name": "run_shell_command",
+                                                                   "response": {"error": "exit 1"}}}]}]},
+                  {"id": "m3", "timestamp": "2026-01-01T10:01:00.000Z", "type": "info", "content": "retrying"},
+                  {"id": "m4", "timestamp": "2026-01-01T10:01:30.000Z", "type": "gemini", "content": "done",
+                   "tokens": {"input": 1400, "output": 3, "cached": 1200, "total": 1403}, "model": "gemini-2.5-pro"}]}
+    path = tmp_path / "gemini-cli.trajectory.json"
+    path.write_text(json.dumps(record, indent=2))
+    assert detect(path) == "gemini_native"
+    session = load(path)
+    assert session.lines == 4 and not session.problems and not [e for e in session.events if e.role == "raw"]
+    assert [e.role for e in session.events] == ["user", "assistant", "tool", "tool", "system", "assistant"]
+    think = session.events[1]
+    assert think.reasoning == "Plan: write the file" and think.tool_calls[0].file_path == "/w/solution.py"
+    assert think.tool_calls[0].diff == "--- /dev/null\n+++ /w/solution.py\n@@ -0,0 +1 @@\n+x = 1\n"
+    assert session.events[2].tool_result.content == "wrote 1 line"
+    assert session.events[3].tool_result.is_error and session.events[3].tool_result.content == "exit 1"
+    assert session.usage == TokenUsage(input=2600, output=43, cache_read=2200, reasoning=25)
+    assert session.model == "gemini-2.5-pro" and session.duration_s == 90 and session.final_text == "done"
+    assert session.completed is None and session.session_id == "f86f"
+    # beside a run's transcript, under agent_files/, it is found as .json
+    run = tmp_path / "run"
+    (run / "agent_files" / ".gemini" / "tmp" / "79b6" / "chats").mkdir(parents=True)
+    (run / "agent_files" / ".gemini" / "tmp" / "79b6" / "chats" / "session-1.json").write_text(path.read_text())
+    assert load(run).format == "gemini_native"

@@ -21,7 +21,7 @@ from typing import Any
 
 from rooftop.transcripts.build import Builder, mapping, string
 from rooftop.transcripts.events import Session
-from rooftop.transcripts.lines import Text, head, records
+from rooftop.transcripts.lines import Text, document, head, records
 from rooftop.transcripts.parsers import kimi, parser, registry
 
 UNKNOWN = "unknown"
@@ -48,7 +48,8 @@ def sniff(window: list[Any]) -> str | None:
 
 
 def detect(path: str | Path) -> str:
-    """The format of the transcript at `path`, or `unknown`."""
+    """The format of the transcript at `path`, or `unknown`. A file whose lines are not JSON may be
+    one JSON document (pretty-printed), which is then asked about whole."""
     window: list[Any] = []
     for number, (_, value) in enumerate(records(path), 1):
         window.append(value)
@@ -58,7 +59,10 @@ def detect(path: str | Path) -> str:
             window = []
         if number >= SCAN_LIMIT:
             break
-    return (sniff(window) if window else None) or UNKNOWN
+    found = sniff(window) if window else None
+    if found is None and window and isinstance(window[0], Text) and (whole := document(path)) is not None:
+        found = sniff([whole])
+    return found or UNKNOWN
 
 
 def mostly_text(path: str | Path) -> bool:
@@ -112,8 +116,10 @@ def choose(folder: str | Path) -> Choice | None:
     folder = Path(folder)
     stdout = folder / TRANSCRIPT
     main = detect(stdout) if stdout.is_file() and stdout.stat().st_size else None
-    kept = [*folder.glob("*.jsonl"), *(folder / AGENT_FILES).rglob("*.jsonl")]
-    candidates = {p: detect(p) for p in sorted(kept) if p not in (stdout, folder / CALLS) and p.is_file()
+    kept = [*folder.glob("*.jsonl"), *(folder / AGENT_FILES).rglob("*.jsonl"), *folder.glob("*.json"),
+            *(folder / AGENT_FILES).rglob("*.json")]
+    records_of_run = (stdout, folder / CALLS, folder / "run.json")
+    candidates = {p: detect(p) for p in sorted(kept) if p not in records_of_run and p.is_file()
                   and p.stat().st_size}
     if main in (None, UNKNOWN, "codex_exec") and any(f == "codex_rollout" for f in candidates.values()):
         thread = string(_first(stdout, "thread.started").get("thread_id")) if main else None

@@ -67,3 +67,22 @@ def head(path: str | Path, limit: int) -> list[Record]:
         if len(out) >= limit:
             break
     return out
+
+
+DOCUMENT_BYTES = 64 << 20  # a transcript saved as one JSON document is read whole, up to this size
+
+
+def document(path: str | Path) -> Any:
+    """The JSON value of a file that is one (pretty-printed) JSON document, else None: what a
+    format saved as a whole file (Gemini CLI's chat record) is read from."""
+    try:
+        with Path(path).open("rb") as stream:
+            data = stream.read(DOCUMENT_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > DOCUMENT_BYTES or data.lstrip()[:1] not in (b"{", b"["):
+        return None
+    try:
+        return json.loads(data.decode("utf-8", errors="replace"))
+    except ValueError:
+        return None

@@ -137,7 +137,9 @@ def interpreted(session: Session) -> float:
     """The share of a session's records that a parser understood (not kept raw, not unreadable)."""
     if not session.lines:
         return 0.0
-    missed = {e.line for e in session.events if e.role == "raw"} | {p.line for p in session.problems}
+    # a raw event counts once per line it came from (a document format's have none: each counts)
+    missed = {e.line or f"event {e.index}" for e in session.events if e.role == "raw"} | {
+        p.line for p in session.problems}
     return max(0.0, 1 - len(missed) / session.lines)
 
 

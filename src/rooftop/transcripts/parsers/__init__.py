@@ -10,7 +10,8 @@ Each module (its name not starting with `_`) exposes:
 - `parse(records: Iterable[tuple[int, Any]], path: str | None = None) -> Session`, the session of
   numbered records as `lines.records` yields them; it never raises on content;
 - optionally `TEXT = True`: a plain-text format, whose records are every line as `lines.Text`
-  (`lines.texts`).
+  (`lines.texts`); or `DOCUMENT = True`: a format saved as one JSON document, whose records are
+  that document alone, as line 1 (`lines.document`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rooftop.transcripts.events import Session
-from rooftop.transcripts.lines import Record, records, texts
+from rooftop.transcripts.lines import Record, document, records, texts
 
 
 @dataclass(frozen=True)
@@ -34,12 +35,16 @@ class Parser:
     sniff: Callable[[list[Any]], bool]
     parse: Callable[..., Session]
     text: bool = False  # the format is plain text: it reads every line's text, not decoded JSON
+    document: bool = False  # the format is one JSON document: it reads the whole file as one record
 
     def __call__(self, records: Iterable[Record], path: str | None = None) -> Session:
         return self.parse(records, path)
 
     def read(self, path: str | Path) -> Session:
-        """The session of the file at `path`, streamed."""
+        """The session of the file at `path`, streamed (a document format's, read whole)."""
+        if self.document:
+            whole = document(path)
+            return self.parse([(1, whole)] if whole is not None else records(path), str(path))
         return self.parse((texts if self.text else records)(path), str(path))
 
 
@@ -53,7 +58,7 @@ def registry() -> dict[str, Parser]:
         module = importlib.import_module(f"{__name__}.{info.name}")
         if all(hasattr(module, name) for name in ("FORMAT", "sniff", "parse")):
             found.append(Parser(module.FORMAT, getattr(module, "PRIORITY", 50), module.sniff, module.parse,
-                                getattr(module, "TEXT", False)))
+                                getattr(module, "TEXT", False), getattr(module, "DOCUMENT", False)))
     return {p.format: p for p in sorted(found, key=lambda p: (p.priority, p.format))}
 
 

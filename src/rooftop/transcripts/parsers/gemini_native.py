@@ -1,0 +1,109 @@
+"""Gemini CLI's own chat record (`~/.gemini/tmp/<project>/chats/session-*.json`; Harbor keeps it as
+`gemini-cli.trajectory.json`): one JSON document, not lines.
+
+`{sessionId, projectHash, startTime, lastUpdated, messages: [...]}`, each message `{id, timestamp,
+type, content}` where type is `user`, `gemini` (the model: `thoughts` as subject and description,
+`toolCalls` each with its `args`, `result` parts and `status`, `tokens`, `model`), `info`, `warning`
+or `error`; `content` is text or a list of parts. A message's `tokens` are that model call's:
+`input` the whole prompt, `cached` its cached part, `output` the answer, `thoughts` the reasoning.
+The record has no closing entry, so `completed` is None; edits (write_file, replace) diff as in the
+stream format (gemini.py). Events carry no line number: the message's place is its index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from rooftop.transcripts.build import Builder, count, items, mapping, string, text_of, usage_sum, when
+from rooftop.transcripts.diffs import Files
+from rooftop.transcripts.events import Role, Session, TokenUsage, ToolResult
+from rooftop.transcripts.lines import Record
+from rooftop.transcripts.parsers.gemini import _call
+
+FORMAT = "gemini_native"
+PRIORITY = 60
+DOCUMENT = True
+NOTES: dict[str, Role] = {"info": "system", "warning": "system", "error": "error"}
+
+
+def sniff(records: list[Any]) -> bool:
+    return any(isinstance(r, dict) and isinstance(r.get("messages"), list) and "sessionId" in r
+               and ("projectHash" in r or "startTime" in r) for r in records)
+
+
+def tokens(value: Any) -> TokenUsage | None:
+    if not isinstance(value, dict):
+        return None
+    return TokenUsage(input=count(value.get("input")), output=count(value.get("output")),
+                      cache_read=count(value.get("cached")), reasoning=count(value.get("thoughts")))
+
+
+def _result_text(call: dict[str, Any]) -> str:
+    """A tool's output: its functionResponse's `output` (or `error`), else what the CLI displayed."""
+    parts = []
+    for part in items(call.get("result")):
+        response = mapping(mapping(part, "functionResponse"), "response")
+        if response:
+            parts.append(text_of(response.get("output", response.get("error", response))))
+        elif part is not None:
+            parts.append(text_of(part))
+    display = call.get("resultDisplay")
+    return "\n".join(p for p in parts if p) or (display if isinstance(display, str) else text_of(display or ""))
+
+
+def _thoughts(message: dict[str, Any]) -> str | None:
+    lines = []
+    for thought in items(message.get("thoughts")):
+        if isinstance(thought, dict):
+            parts = (string(thought.get("subject")), string(thought.get("description")))
+            lines.append(": ".join(p for p in parts if p))
+    return "\n\n".join(line for line in lines if line) or None
+
+
+def parse(records: Iterable[Record], path: str | None = None) -> Session:
+    b = Builder(FORMAT, path)
+    s = b.session
+    files = Files()
+    for line, record in b.walk(records):
+        s.lines -= 1  # the document counts as its messages
+        with b.guard(line, record):
+            s.session_id = string(record.get("sessionId"))
+            s.started_at = when(record.get("startTime"))
+            last = when(record.get("lastUpdated"))
+            if s.started_at is not None and last is not None:
+                s.duration_s = round((last - s.started_at).total_seconds(), 3)
+            for message in items(record.get("messages")):
+                s.lines += 1
+                _message(b, files, message)
+    s.usage = usage_sum(e.usage for e in s.events)
+    s.agent = "gemini-cli"
+    return b.finish()
+
+
+def _message(b: Builder, files: Files, message: Any) -> None:
+    if not isinstance(message, dict):
+        b.raw(None, message, "not-an-object")
+        return
+    kind = string(message.get("type")) or ""
+    at = {"timestamp": when(message.get("timestamp"))}
+    text = text_of(message.get("content")) or None
+    if kind == "user":
+        b.add(None, "user", kind, text=text, **at)
+    elif kind == "gemini":
+        model = string(message.get("model"))
+        b.session.model = b.session.model or model
+        calls = [c for c in items(message.get("toolCalls")) if isinstance(c, dict)]
+        tool_calls = [_call({"tool_name": c.get("name"), "tool_id": c.get("id"), "parameters": c.get("args")}, files)
+                      for c in calls]
+        b.add(None, "assistant", kind, text=text, reasoning=_thoughts(message), tool_calls=tool_calls,
+              usage=tokens(message.get("tokens")), model=model, **at)
+        for call in calls:
+            failed = call.get("status") in ("error", "cancelled")
+            result = ToolResult(call_id=string(call.get("id")), content=_result_text(call), is_error=failed)
+            b.add(None, "tool", f"toolCall.{call.get('status') or ''}", tool_result=result,
+                  timestamp=when(call.get("timestamp")))
+    elif kind in NOTES:
+        b.add(None, NOTES[kind], kind, text=text, **at)
+    else:
+        b.raw(None, message, kind)
