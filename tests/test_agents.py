@@ -247,6 +247,9 @@ def test_an_agent_s_endpoints_are_its_providers_and_the_urls_it_is_given(monkeyp
                          args=["--base-url", "http://[::1]:9000"])
     assert listed.reachable(adapter("llm")) == ["[::1]:9000", "example.org:80", "gpu-box.lan:8443"]
     assert AgentConfig(adapter="codex", endpoints=["*"]).reachable(adapter("codex")) is None
+    # a URL inside an argument (a config override) counts too
+    override = AgentConfig(adapter="codex", args=["-c", 'model_providers.m.base_url="http://127.0.0.1:7000/v1"'])
+    assert override.reachable(adapter("codex")) == ["127.0.0.1:7000", "api.openai.com:443", "chatgpt.com:443"]
     with pytest.raises(ValueError, match="not host:port"):
         AgentConfig(adapter="claude", endpoints=["api.anthropic.com"])
 

@@ -435,6 +435,11 @@ def shell(turn: Turn, command: str, why: str) -> Use:
         arguments = {"command": command}
     if "description" in params:
         arguments["description"] = why
+    # the command's whole run, however loaded the machine: Codex's exec_command otherwise hands back
+    # a still-running ./check after its 10 s yield time
+    for key in ("yield_time_ms", "timeout_ms", "timeout"):
+        if key in params:
+            arguments[key] = 300_000
     return Use(name, arguments, note=why)
 
 

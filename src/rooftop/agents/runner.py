@@ -83,7 +83,7 @@ class AgentConfig(BaseModel):
         if self.endpoints == ["*"]:
             return None
         named = [os.environ[n] for n in self.env if n in os.environ]
-        urls = [t for t in [*self.args, *named] if re.match(r"https?://", t)]
+        urls = [url for text in [*self.args, *named] for url in re.findall(r"https?://[^\s\"'<>,;]+", text)]
         return sorted({*(self.endpoints or adapter.endpoints), *map(_endpoint_or_none, urls)} - {None})
 
 
@@ -323,7 +323,10 @@ def _feed(proc: subprocess.Popen[bytes], text: str) -> None:
 def _program(plan: RunPlan, adapter: Adapter) -> tuple[str, list[Path]]:
     """The CLI to start, and the folders it may read besides the system's."""
     program = executable(plan.agent.executable or adapter.program(plan.agent.args), plan.agent.adapter)
-    return program, [Path(program).parent, Path(os.path.realpath(program)).parent,
+    real = Path(os.path.realpath(program))
+    # a CLI installed with npm may start a binary of another package: its whole node_modules is readable
+    packages = [p for p in real.parents if p.name == "node_modules"][-1:]
+    return program, [Path(program).parent, real.parent, *packages,
                      *(Path(m).expanduser().resolve() for m in plan.agent.mounts)]
 
 

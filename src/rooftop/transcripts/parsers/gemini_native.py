@@ -66,6 +66,9 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
     s = b.session
     files = Files()
     for line, record in b.walk(records):
+        if not sniff([record]):  # not a chat record: kept as it is
+            b.raw(line, record, str(record.get("type") or ""))
+            continue
         s.lines -= 1  # the document counts as its messages
         with b.guard(line, record):
             s.session_id = string(record.get("sessionId"))
