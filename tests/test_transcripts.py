@@ -879,3 +879,29 @@ def test_the_gemini_cli_s_own_chat_record_is_read(tmp_path):
     (run / "agent_files" / ".gemini" / "tmp" / "79b6" / "chats").mkdir(parents=True)
     (run / "agent_files" / ".gemini" / "tmp" / "79b6" / "chats" / "session-1.json").write_text(path.read_text())
     assert load(run).format == "gemini_native"
+
+
+def test_kimi_subagents_are_nested_under_the_call_that_started_them(tmp_path):
+    """The `context_sub_N.jsonl` files beside a Kimi context were never read."""
+
+    def call(ident: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "function", "id": ident, "function": {"name": name, "arguments": json.dumps(args)}}
+
+    main = [{"role": "user", "content": "look around"},
+            {"role": "assistant", "content": "delegating", "tool_calls": [call("t1", "Task", {"prompt": "list"})]},
+            {"role": "tool", "tool_call_id": "t1", "content": "two files"},
+            {"role": "assistant", "content": "again", "tool_calls": [call("t2", "Agent", {"prompt": "read"})]},
+            {"role": "tool", "tool_call_id": "t2", "content": "agent_id: a1b2c3d4\nstatus: done\nread it"},
+            {"role": "assistant", "content": "done"}]
+    _write_jsonl(tmp_path / "context.jsonl", main)
+    _write_jsonl(tmp_path / "context_sub_1.jsonl", [{"role": "user", "content": "list"},
+                                                     {"role": "assistant", "content": "a.py b.py"}])
+    (tmp_path / "subagents" / "a1b2c3d4").mkdir(parents=True)
+    _write_jsonl(tmp_path / "subagents" / "a1b2c3d4" / "context.jsonl",
+                 [{"role": "user", "content": "read"}, {"role": "assistant", "content": "it says hi"}])
+    session = load(tmp_path / "context.jsonl")
+    nested = {(e.parent, e.text) for e in session.events if e.sidechain}
+    assert nested == {("t1", "list"), ("t1", "a.py b.py"), ("t2", "read"), ("t2", "it says hi")}
+    assert session.final_text == "done" and session.lines == 10
+    # a folder holding the session picks the main context, not a subagent's
+    assert load(tmp_path).events[0].text == "look around"

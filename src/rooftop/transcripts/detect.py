@@ -129,7 +129,8 @@ def choose(folder: str | Path) -> Choice | None:
                                                            "and diffs the exec stream lacks")
     if main in (None, UNKNOWN, "kimi"):
         wires = [p for p, f in candidates.items() if f == "kimi_wire"]
-        contexts = [p for p, f in candidates.items() if f == "kimi" and p.name.startswith("context")]
+        contexts = [p for p, f in candidates.items() if f == "kimi" and p.name.startswith("context")
+                    and "subagents" not in p.parts and not p.name.startswith("context_sub_")]
         context = next((p for p in contexts if p.name == "context.jsonl"), contexts[0] if contexts else None)
         if context is not None or (main == "kimi" and wires):
             chosen = context or stdout
@@ -168,8 +169,9 @@ def load(path: str | Path) -> Session:
             return kimi.parse_files([choice.path, *choice.extra])
         return parse_file(choice.path, choice.format)
     format = detect(path)
-    if format == "kimi" and (wire := _kimi_wire(path)) is not None:
-        return kimi.parse_files([path, wire])
+    if format == "kimi":  # with its wire log's usage and its subagents' files, where they are beside it
+        wire = _kimi_wire(path)
+        return kimi.parse_files([path, *([wire] if wire is not None else [])])
     return parse_file(path, format)
 
 

@@ -7,6 +7,11 @@ the context file `_checkpoint` and `_usage` (the context's size, not tokens spen
 whose text starts `<system>ERROR` is an error. Edits diff from their arguments (StrReplaceFile's
 old/new snippets, WriteFile's content).
 
+A subagent's messages are in a file of their own, nested here under the call that started it:
+`context_sub_N.jsonl` beside the context (older CLIs: the N-th `Task` call's), or
+`subagents/<agent_id>/context.jsonl` (newer ones: the `Agent` call whose result names that
+`agent_id`).
+
 These files carry no usage; the session's `wire.jsonl` does (one StatusUpdate per step, in step
 order), so `parse_files([context, wire])` takes each step's usage from it, in order onto the
 assistant messages, and the exact diffs of its tool results. Without a wire log, usage is empty.
@@ -14,6 +19,7 @@ assistant messages, and the exact diffs of its tool results. Without a wire log,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +34,9 @@ from rooftop.transcripts.parsers.kimi_wire import sniff as wire_sniff
 FORMAT = "kimi"
 PRIORITY = 45
 ROLES = {"user", "assistant", "tool", "system", "_checkpoint", "_usage", "_system_prompt"}
+SUBAGENT_TOOLS = {"Task", "Agent"}
+_AGENT_ID = re.compile(r"agent_id: ([A-Za-z0-9_-]+)")
+_SUB_NUMBER = re.compile(r"context_sub_(\d+)\.jsonl$")
 
 
 def sniff(records: list[Any]) -> bool:
@@ -39,7 +48,7 @@ def _call(raw: Any, files: Files) -> ToolCall:
     name = string(function.get("name")) or "?"
     args = arguments(function.get("arguments"))
     call = ToolCall(id=string(raw.get("id")) if isinstance(raw, dict) else None, name=name, arguments=args,
-                    subagent=name == "Task")
+                    subagent=name in SUBAGENT_TOOLS)
     path = string(args.get("path")) if isinstance(args, dict) else None
     if path is None or not isinstance(args, dict):
         return call
@@ -118,4 +127,33 @@ def parse_files(paths: Sequence[str | Path]) -> Session:
             main = path
     if main is None:
         return Session(format=FORMAT)
-    return parse(records(main), str(main), wire)
+    session = parse(records(main), str(main), wire)
+    nest_subagents(session, Path(main))
+    return session
+
+
+def subagent_files(session: Session, main: Path) -> list[tuple[str, Path]]:
+    """(the starting call's id, the subagent's context file) for each subagent found beside `main`."""
+    calls = [c for e in session.events for c in e.tool_calls if c.subagent and c.id]
+    results = {e.tool_result.call_id: e.tool_result.content for e in session.events if e.tool_result}
+    numbered = sorted((p for p in main.parent.glob("context_sub_*.jsonl") if _SUB_NUMBER.search(p.name)),
+                      key=lambda p: int(_SUB_NUMBER.search(p.name).group(1)))  # type: ignore[union-attr]
+    found = [(c.id or "", path) for c, path in zip([c for c in calls if c.name == "Task"], numbered, strict=False)]
+    for call in calls:
+        named = _AGENT_ID.search(results.get(call.id, ""))
+        path = main.parent / "subagents" / named.group(1) / "context.jsonl" if named else None
+        if path is not None and path.is_file():
+            found.append((call.id or "", path))
+    return found
+
+
+def nest_subagents(session: Session, main: Path) -> None:
+    """Each subagent's events after the session's own, under the call that started it."""
+    for call_id, path in subagent_files(session, main):
+        wire = path.with_name("wire.jsonl")
+        sub = parse(records(path), str(path), Wire().read(records(wire)) if wire.is_file() and path.name ==
+                    "context.jsonl" else None)
+        session.lines += sub.lines
+        for event in sub.events:
+            event.index, event.line, event.parent, event.sidechain = len(session.events), None, call_id, True
+            session.events.append(event)
