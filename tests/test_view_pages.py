@@ -127,3 +127,14 @@ def test_a_message_split_over_lines_counts_its_last_line_s_usage_once(tmp_path):
     charged = [e.usage for e in session.events if e.usage is not None]
     assert len(charged) == 1 and charged[0].output == 197 and charged[0].input == 104
     assert session.usage.output == 197
+
+
+def test_a_json_document_of_no_known_format_is_not_read_as_plain_text(tmp_path):
+    """A 2025 Codex build's `{"session", "items"}` rollout, pretty-printed, was shown as the agent's
+    messages, one per block of JSON lines, and looked complete."""
+    path = tmp_path / "rollout-2025-08-23.json"
+    path.write_text(json.dumps({"session": {"id": "x", "timestamp": "2025-08-23T11:03:20.415Z"},
+                                "items": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}, indent=2))
+    assert load(path).format == "unknown"
+    done = _view(str(path), "-o", str(tmp_path / "x.html"))
+    assert done.returncode == 1 and "partial page" in done.stderr

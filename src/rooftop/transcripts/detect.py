@@ -66,9 +66,11 @@ def detect(path: str | Path) -> str:
 
 
 def mostly_text(path: str | Path) -> bool:
-    """Whether most of the first records of `path` are lines that are not JSON: plain output."""
+    """Whether most of the first records of `path` are lines that are not JSON, and the file is not
+    one JSON document either: plain output."""
     window = head(path, 200)
-    return bool(window) and 2 * sum(isinstance(v, Text) for _, v in window) > len(window)
+    return (bool(window) and 2 * sum(isinstance(v, Text) for _, v in window) > len(window)
+            and document(path) is None)
 
 
 def _unknown(path: str | Path) -> Session:
