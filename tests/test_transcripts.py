@@ -905,3 +905,44 @@ def test_kimi_subagents_are_nested_under_the_call_that_started_them(tmp_path):
     assert session.final_text == "done" and session.lines == 10
     # a folder holding the session picks the main context, not a subagent's
     assert load(tmp_path).events[0].text == "look around"
+
+
+def test_kimi_sub_files_are_numbered_by_the_wire_log_s_tasks(tmp_path):
+    """A real session's context held 2 Task calls beside 9 context_sub files: the wire log's
+    SubagentEvents, by task_tool_call_id in order of first appearance, say which file is whose."""
+
+    def task(ident: str) -> dict[str, Any]:
+        return {"type": "function", "id": ident, "function": {"name": "Task", "arguments": "{}"}}
+
+    _write_jsonl(tmp_path / "context.jsonl", [{"role": "user", "content": "go"},
+                                              {"role": "assistant", "content": "", "tool_calls": [task("tA")]},
+                                              {"role": "assistant", "content": "", "tool_calls": [task("tB")]}])
+    for n, said in ((1, "first started"), (2, "second started")):
+        _write_jsonl(tmp_path / f"context_sub_{n}.jsonl", [{"role": "assistant", "content": said}])
+
+    def event(ident: str) -> dict[str, Any]:
+        return {"timestamp": 1.0, "message": {"type": "SubagentEvent", "payload": {
+            "task_tool_call_id": ident, "event": {"type": "StepBegin", "payload": {"n": 1}}}}}
+
+    _write_jsonl(tmp_path / "wire.jsonl", [{"type": "metadata", "protocol_version": "1.3"},
+                                           event("tB"), event("tA"), event("tB")])
+    session = load(tmp_path / "context.jsonl")
+    assert {(e.parent, e.text) for e in session.events if e.sidechain} == {("tB", "first started"),
+                                                                          ("tA", "second started")}
+
+
+def test_the_gemini_cli_s_chat_record_as_json_lines_is_read(tmp_path):
+    """Newer Gemini CLIs write the chat record as lines: a header, messages, and `$set` updates."""
+    lines = [{"sessionId": "e435", "projectHash": "d5ee", "startTime": "2026-04-25T08:23:24.509Z",
+              "lastUpdated": "2026-04-25T08:23:24.509Z", "kind": "main"},
+             {"id": "1", "timestamp": "2026-04-25T08:23:27.899Z", "type": "info", "content": "MCP issues"},
+             {"$set": {"lastUpdated": "2026-04-25T08:23:27.900Z"}},
+             {"id": "2", "timestamp": "2026-04-25T08:26:42.354Z", "type": "user", "content": [{"text": "connect"}]},
+             {"id": "3", "timestamp": "2026-04-25T08:26:50.000Z", "type": "gemini", "content": "ok",
+              "tokens": {"input": 900, "output": 12, "cached": 0, "total": 912}, "model": "gemini-3-pro"},
+             {"$set": {"lastUpdated": "2026-04-25T08:26:50.100Z"}}]
+    session = load(_write_jsonl(tmp_path / "session.jsonl", lines))
+    assert session.format == "gemini_native" and not [e for e in session.events if e.role == "raw"]
+    assert [e.role for e in session.events] == ["system", "user", "assistant"]
+    assert session.events[1].line == 4 and session.events[1].text == "connect"
+    assert session.usage.input == 900 and session.duration_s == 205.591 and session.session_id == "e435"

@@ -60,8 +60,8 @@ def detect(path: str | Path) -> str:
         if number >= SCAN_LIMIT:
             break
     found = sniff(window) if window else None
-    if found is None and window and isinstance(window[0], Text) and (whole := document(path)) is not None:
-        found = sniff([whole])
+    if found is None and (whole := document(path)) is not None:
+        found = sniff([whole] if isinstance(whole, dict) else [])
     return found or UNKNOWN
 
 

@@ -7,7 +7,11 @@ type, content}` where type is `user`, `gemini` (the model: `thoughts` as subject
 or `error`; `content` is text or a list of parts. A message's `tokens` are that model call's:
 `input` the whole prompt, `cached` its cached part, `output` the answer, `thoughts` the reasoning.
 The record has no closing entry, so `completed` is None; edits (write_file, replace) diff as in the
-stream format (gemini.py). Events carry no line number: the message's place is its index.
+stream format (gemini.py). Events of the document carry no line number: a message's place is its index.
+
+Newer CLIs (2026) write the same record as JSON lines instead: a header line (`sessionId`,
+`projectHash`, `startTime`, `lastUpdated`, `kind`), then one line per message, with `{"$set": {...}}`
+lines updating the header in between.
 """
 
 from __future__ import annotations
@@ -28,8 +32,17 @@ NOTES: dict[str, Role] = {"info": "system", "warning": "system", "error": "error
 
 
 def sniff(records: list[Any]) -> bool:
-    return any(isinstance(r, dict) and isinstance(r.get("messages"), list) and "sessionId" in r
-               and ("projectHash" in r or "startTime" in r) for r in records)
+    return any(_document(r) or _header(r) for r in records)
+
+
+def _document(r: Any) -> bool:
+    return (isinstance(r, dict) and isinstance(r.get("messages"), list) and "sessionId" in r
+            and ("projectHash" in r or "startTime" in r))
+
+
+def _header(r: Any) -> bool:
+    """The first line of the JSON-lines record."""
+    return isinstance(r, dict) and "sessionId" in r and "projectHash" in r and "messages" not in r
 
 
 def tokens(value: Any) -> TokenUsage | None:
@@ -66,16 +79,19 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
     s = b.session
     files = Files()
     for line, record in b.walk(records):
-        if not sniff([record]):  # not a chat record: kept as it is
+        if _header(record) or "$set" in record:
+            _meta(s, record if _header(record) else mapping(record, "$set"))
+            continue
+        if "id" in record and "type" in record and "timestamp" in record:
+            with b.guard(line, record):
+                _message(b, files, record, line)
+            continue
+        if not _document(record):  # neither a chat record nor a line of one: kept as it is
             b.raw(line, record, str(record.get("type") or ""))
             continue
         s.lines -= 1  # the document counts as its messages
         with b.guard(line, record):
-            s.session_id = string(record.get("sessionId"))
-            s.started_at = when(record.get("startTime"))
-            last = when(record.get("lastUpdated"))
-            if s.started_at is not None and last is not None:
-                s.duration_s = round((last - s.started_at).total_seconds(), 3)
+            _meta(s, record)
             for message in items(record.get("messages")):
                 s.lines += 1
                 _message(b, files, message)
@@ -84,29 +100,37 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
     return b.finish()
 
 
-def _message(b: Builder, files: Files, message: Any) -> None:
+def _meta(s: Session, record: dict[str, Any]) -> None:
+    s.session_id = string(record.get("sessionId")) or s.session_id
+    s.started_at = when(record.get("startTime")) or s.started_at
+    last = when(record.get("lastUpdated"))
+    if s.started_at is not None and last is not None:
+        s.duration_s = round((last - s.started_at).total_seconds(), 3)
+
+
+def _message(b: Builder, files: Files, message: Any, line: int | None = None) -> None:
     if not isinstance(message, dict):
-        b.raw(None, message, "not-an-object")
+        b.raw(line, message, "not-an-object")
         return
     kind = string(message.get("type")) or ""
     at = {"timestamp": when(message.get("timestamp"))}
     text = text_of(message.get("content")) or None
     if kind == "user":
-        b.add(None, "user", kind, text=text, **at)
+        b.add(line, "user", kind, text=text, **at)
     elif kind == "gemini":
         model = string(message.get("model"))
         b.session.model = b.session.model or model
         calls = [c for c in items(message.get("toolCalls")) if isinstance(c, dict)]
         tool_calls = [_call({"tool_name": c.get("name"), "tool_id": c.get("id"), "parameters": c.get("args")}, files)
                       for c in calls]
-        b.add(None, "assistant", kind, text=text, reasoning=_thoughts(message), tool_calls=tool_calls,
+        b.add(line, "assistant", kind, text=text, reasoning=_thoughts(message), tool_calls=tool_calls,
               usage=tokens(message.get("tokens")), model=model, **at)
         for call in calls:
             failed = call.get("status") in ("error", "cancelled")
             result = ToolResult(call_id=string(call.get("id")), content=_result_text(call), is_error=failed)
-            b.add(None, "tool", f"toolCall.{call.get('status') or ''}", tool_result=result,
+            b.add(line, "tool", f"toolCall.{call.get('status') or ''}", tool_result=result,
                   timestamp=when(call.get("timestamp")))
     elif kind in NOTES:
-        b.add(None, NOTES[kind], kind, text=text, **at)
+        b.add(line, NOTES[kind], kind, text=text, **at)
     else:
-        b.raw(None, message, kind)
+        b.raw(line, message, kind)

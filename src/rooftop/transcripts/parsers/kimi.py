@@ -8,7 +8,8 @@ whose text starts `<system>ERROR` is an error. Edits diff from their arguments (
 old/new snippets, WriteFile's content).
 
 A subagent's messages are in a file of their own, nested here under the call that started it:
-`context_sub_N.jsonl` beside the context (older CLIs: the N-th `Task` call's), or
+`context_sub_N.jsonl` beside the context (older CLIs: the N-th task whose events the wire log
+carries as `SubagentEvent`s, by its `task_tool_call_id`; without a wire log, the N-th `Task` call), or
 `subagents/<agent_id>/context.jsonl` (newer ones: the `Agent` call whose result names that
 `agent_id`).
 
@@ -119,26 +120,41 @@ def parse(records: Iterable[Record], path: str | None = None, wire: Wire | None 
 def parse_files(paths: Sequence[str | Path]) -> Session:
     """A session from its message file (context.jsonl or stream-json stdout) and any wire log among
     `paths`, told apart by their content; the wire log gives usage and diffs."""
-    wire, main = None, None
+    wire, main, tasks = None, None, []
     for path in paths:
         if wire_sniff([value for _, value in head(path, 5)]):
             wire = Wire().read(records(path))
+            tasks = subagent_tasks(path)
         elif main is None:
             main = path
     if main is None:
         return Session(format=FORMAT)
     session = parse(records(main), str(main), wire)
-    nest_subagents(session, Path(main))
+    nest_subagents(session, Path(main), tasks)
     return session
 
 
-def subagent_files(session: Session, main: Path) -> list[tuple[str, Path]]:
-    """(the starting call's id, the subagent's context file) for each subagent found beside `main`."""
+def subagent_tasks(wire: str | Path) -> list[str]:
+    """The task call ids a wire log's `SubagentEvent`s belong to, in the order they first appear."""
+    seen: dict[str, None] = {}
+    for _, record in records(wire):
+        message = mapping(record, "message")
+        if message.get("type") == "SubagentEvent":
+            ident = string(mapping(message, "payload").get("task_tool_call_id"))
+            if ident:
+                seen.setdefault(ident, None)
+    return list(seen)
+
+
+def subagent_files(session: Session, main: Path, tasks: list[str] | None = None) -> list[tuple[str, Path]]:
+    """(the starting call's id, the subagent's context file) for each subagent found beside `main`;
+    `tasks`: the wire log's task ids in order, which number the `context_sub_N` files."""
     calls = [c for e in session.events for c in e.tool_calls if c.subagent and c.id]
     results = {e.tool_result.call_id: e.tool_result.content for e in session.events if e.tool_result}
     numbered = sorted((p for p in main.parent.glob("context_sub_*.jsonl") if _SUB_NUMBER.search(p.name)),
                       key=lambda p: int(_SUB_NUMBER.search(p.name).group(1)))  # type: ignore[union-attr]
-    found = [(c.id or "", path) for c, path in zip([c for c in calls if c.name == "Task"], numbered, strict=False)]
+    order = tasks or [c.id or "" for c in calls if c.name == "Task"]
+    found = list(zip(order, numbered, strict=False))
     for call in calls:
         named = _AGENT_ID.search(results.get(call.id, ""))
         path = main.parent / "subagents" / named.group(1) / "context.jsonl" if named else None
@@ -147,9 +163,9 @@ def subagent_files(session: Session, main: Path) -> list[tuple[str, Path]]:
     return found
 
 
-def nest_subagents(session: Session, main: Path) -> None:
+def nest_subagents(session: Session, main: Path, tasks: list[str] | None = None) -> None:
     """Each subagent's events after the session's own, under the call that started it."""
-    for call_id, path in subagent_files(session, main):
+    for call_id, path in subagent_files(session, main, tasks):
         wire = path.with_name("wire.jsonl")
         sub = parse(records(path), str(path), Wire().read(records(wire)) if wire.is_file() and path.name ==
                     "context.jsonl" else None)
