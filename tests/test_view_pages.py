@@ -138,3 +138,18 @@ def test_a_json_document_of_no_known_format_is_not_read_as_plain_text(tmp_path):
     assert load(path).format == "unknown"
     done = _view(str(path), "-o", str(tmp_path / "x.html"))
     assert done.returncode == 1 and "partial page" in done.stderr
+
+
+def test_a_subagent_whose_call_the_transcript_lacks_is_still_one_nested_block(tmp_path):
+    """A real Kimi session held 9 subagents' files but only 2 of their Task calls: the other 7
+    subagents' events were shown loose on the timeline."""
+    (tmp_path / "context.jsonl").write_text(json.dumps({"role": "user", "content": "go"}) + "\n")
+    (tmp_path / "context_sub_1.jsonl").write_text(
+        "".join(json.dumps({"role": "assistant", "content": t}) + "\n" for t in ("one", "two")))
+    (tmp_path / "wire.jsonl").write_text(
+        json.dumps({"type": "metadata", "protocol_version": "1.3"}) + "\n" + json.dumps(
+            {"timestamp": 1.0, "message": {"type": "SubagentEvent", "payload": {"task_tool_call_id": "gone"}}}) + "\n")
+    items = _items(load(tmp_path / "context.jsonl"))
+    holders = [i for i in items if not isinstance(i, Compact) and i.event.kind == "subagent"]
+    assert len(holders) == 1 and "gone" in (holders[0].event.text or "")
+    assert [c.event.text for c in holders[0].children if not isinstance(c, Compact)] == ["one", "two"]

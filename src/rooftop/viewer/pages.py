@@ -129,6 +129,13 @@ def _items(session: Session) -> list[Item | Compact]:
         if event.role == "raw":
             item.raw = code(json.dumps(event.raw, indent=1, ensure_ascii=False, default=str), language="json")
         parent = by_call.get(event.parent) if event.parent else None
+        if parent is None and event.parent and event.sidechain:
+            # a subagent whose starting call is not in this transcript (Kimi keeps tasks the context
+            # file lost): its events still go together, under a row that says so
+            holder = Event(index=len(session.events) + len(by_call), role="system", kind="subagent",
+                           text=f"a subagent of call {event.parent}, which this transcript does not hold")
+            parent = by_call[event.parent] = Item(event=holder, text=Folded.of(holder.text))
+            top.append(parent)
         (parent.children if parent is not None else top).append(item)
     return _compacted(top)
 
