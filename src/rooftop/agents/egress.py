@@ -21,6 +21,8 @@ import threading
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from rooftop.agents.relay import pipe  # one byte pump, stdlib-only, for both ends
+
 HEAD_BYTES = 8192  # a CONNECT request's head is one line and a few headers
 CONNECT_TIMEOUT_S = 15.0
 MAX_REFUSED = 100  # named in the record; past this only counted
@@ -121,28 +123,6 @@ class Egress:
         client.settimeout(None)
         upstream.settimeout(None)
         pipe(client, upstream)
-
-
-def pipe(a: socket.socket, b: socket.socket) -> None:
-    """Bytes both ways until both sides are done; each end's EOF is passed on as a half-close."""
-    other = threading.Thread(target=_copy, args=(b, a), daemon=True)
-    other.start()
-    _copy(a, b)
-    other.join()
-    for s in (a, b):
-        s.close()
-
-
-def _copy(source: socket.socket, sink: socket.socket) -> None:
-    try:
-        while data := source.recv(65536):
-            sink.sendall(data)
-    except OSError:
-        pass
-    try:
-        sink.shutdown(socket.SHUT_WR)
-    except OSError:
-        pass
 
 
 def _read_head(client: socket.socket) -> tuple[bytes, bytes]:
