@@ -41,7 +41,7 @@ def stats_usage(stats: dict[str, Any]) -> TokenUsage:
                       cache_read=count(stats.get("cached")))
 
 
-def _call(record: dict[str, Any], files: Files) -> ToolCall:
+def tool_call(record: dict[str, Any], files: Files) -> ToolCall:
     params = mapping(record, "parameters")
     name = string(record.get("tool_name")) or "?"
     call = ToolCall(id=string(record.get("tool_id")), name=name, arguments=record.get("parameters"))
@@ -84,7 +84,7 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
                 b.add(line, "user" if record.get("role") == "user" else "system", "message",
                       text=text_of(record.get("content")) or None, **at)
             elif kind == "tool_use":
-                b.add(line, "assistant", kind, tool_calls=[_call(record, files)], **at)
+                b.add(line, "assistant", kind, tool_calls=[tool_call(record, files)], **at)
             elif kind == "tool_result":
                 failed = record.get("status") == "error"
                 content = text_of(mapping(record, "error").get("message") if failed else record.get("output"))

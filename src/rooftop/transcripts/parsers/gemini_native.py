@@ -23,7 +23,7 @@ from rooftop.transcripts.build import Builder, count, items, mapping, string, te
 from rooftop.transcripts.diffs import Files
 from rooftop.transcripts.events import Role, Session, TokenUsage, ToolResult
 from rooftop.transcripts.lines import Record
-from rooftop.transcripts.parsers.gemini import _call
+from rooftop.transcripts.parsers.gemini import tool_call
 
 FORMAT = "gemini_native"
 PRIORITY = 60
@@ -121,8 +121,8 @@ def _message(b: Builder, files: Files, message: Any, line: int | None = None) ->
         model = string(message.get("model"))
         b.session.model = b.session.model or model
         calls = [c for c in items(message.get("toolCalls")) if isinstance(c, dict)]
-        tool_calls = [_call({"tool_name": c.get("name"), "tool_id": c.get("id"), "parameters": c.get("args")}, files)
-                      for c in calls]
+        tool_calls = [tool_call({"tool_name": c.get("name"), "tool_id": c.get("id"), "parameters": c.get("args")},
+                                files) for c in calls]
         b.add(line, "assistant", kind, text=text, reasoning=_thoughts(message), tool_calls=tool_calls,
               usage=tokens(message.get("tokens")), model=model, **at)
         for call in calls:
