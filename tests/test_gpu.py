@@ -177,9 +177,10 @@ def _traced_calls(timer, works, between=None):
     timer.take_trace()  # whatever ran before
     seconds = []
     for work in works:
-        timer.cuda_begin(stream, 600_000)  # about 300 us: the launches queue behind it
+        timer.cuda_begin(stream, 600_000, 0)  # about 300 us: the launches queue behind it
         work()
-        seconds.append(timer.cuda_end(stream))
+        timer.cuda_end(stream, 0)
+        seconds.append(timer.cuda_elapsed(0))
         timer.cuda_close(stream)
         if between is not None:
             between()  # the harness's own work between two calls

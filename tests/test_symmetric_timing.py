@@ -30,11 +30,14 @@ class FakeTimer:
     def record(self, on: bool) -> None:
         self.steps.append(("record", on))
 
-    def cuda_begin(self, stream: int, hold_cycles: int) -> None:
+    def cuda_begin(self, stream: int, hold_cycles: int, slot: int) -> None:
         self.steps.append("begin")
 
-    def cuda_end(self, stream: int) -> float:
+    def cuda_end(self, stream: int, slot: int) -> None:
         self.steps.append("end")
+
+    def cuda_elapsed(self, slot: int) -> float:
+        self.steps.append("elapsed")
         return 1e-3
 
 
@@ -46,6 +49,7 @@ def _clock(timer: FakeTimer, traced: bool | None) -> CudaEventClock:
     clock._sealed, clock._traced = timer, traced
     clock._cycles_per_second, clock._hold_cycles = 1e9, 200_000
     clock._queueing = deque(maxlen=CudaEventClock.HOLD_WINDOW)
+    clock._queued = 0
     return clock
 
 
@@ -56,13 +60,13 @@ def test_a_trusted_clock_sets_the_tracer_to_its_side_before_every_timed_call(tra
     calls: list[str] = []
     assert clock.time(lambda: calls.append("call")) == 1e-3
     clock.time(lambda: calls.append("call"))
-    assert timer.steps == [("record", traced), "begin", "end"] * 2 and calls == ["call", "call"]
+    assert timer.steps == [("record", traced), "begin", "end", "elapsed"] * 2 and calls == ["call", "call"]
 
 
 def test_the_sealed_clock_of_the_child_never_touches_its_tracer():
     timer = FakeTimer()
     _clock(timer, None).time(lambda: None)
-    assert timer.steps == ["begin", "end"]
+    assert timer.steps == ["begin", "end", "elapsed"]
 
 
 def _ev(checks: bool) -> Any:

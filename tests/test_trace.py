@@ -40,6 +40,20 @@ def test_records_split_into_calls_from_flush_to_closing_kernel_with_the_window_a
     assert "randn_inputs" not in {k.name for c in calls for k in c.kernels}
 
 
+def test_a_side_stream_kernel_between_two_queued_calls_is_the_earlier_calls_and_late():
+    """A block's calls are not waited for one by one: a kernel the first call left on another
+    stream can start after its closing kernel. It is that call's, and ends far past its window;
+    the harness's own work between the calls (on the caller's stream) stays out."""
+    first = _call(0, [("gemm", 1_000, 50_000, CALLER)])
+    between = [KernelRecord("randn_inputs", 400_000, 410_000, CALLER),
+               KernelRecord("hidden", 420_000, 900_000, SIDE)]
+    calls = split_calls(first + between + _call(1_000_000, [("gemm", 1_000, 48_000, CALLER)]))
+    assert [[k.name for k in c.kernels] for c in calls] == [["gemm", "hidden"], ["gemm"]]
+    summary = _summary(calls[0])
+    assert summary.last_stream == SIDE and summary.last_end_us == pytest.approx(670.0)
+    assert "[side-stream]" in (judge_call(Noted("s", 50e-6), summary) or "")
+
+
 def test_a_kernel_that_starts_during_the_spin_is_the_calls_and_early():
     call = split_calls(_call(0, [("gemm", 1_000, 50_000, CALLER), ("unjoined", -150_000, -100_000, SIDE)]))[0]
     summary = _summary(call)

@@ -36,14 +36,31 @@ class Probe(BaseModel):
     value: Any = None  # a non-tensor output, as JSON
 
 
-def probe_output(value: Any, count: int = PROBE_SIZE) -> Probe:
-    """Child side: read `count` elements at fresh random positions (all of them if fewer)."""
+class Gathered:
+    """A probe whose values are gathered on the output's device and not read yet: a block's calls
+    are probed as each one ends, in stream order, and read once the block is done."""
+
+    def __init__(self, probe: Probe, both: torch.Tensor | None = None) -> None:
+        self.probe, self.both = probe, both  # `both`: positions and values, float64, on the device
+
+    def read(self) -> Probe:
+        if self.both is None:
+            return self.probe
+        both = self.both.cpu().tolist()
+        self.probe.positions, self.probe.values = [int(p) for p in both[0]], both[1]
+        self.both = None
+        return self.probe
+
+
+def gather_output(value: Any, count: int = PROBE_SIZE) -> Gathered:
+    """Child side: gather `count` elements at fresh random positions (all of them if fewer),
+    without waiting for them."""
     from rooftop.check.landing import dtype_name
 
     if type(value) is not torch.Tensor:
         if value is None or isinstance(value, (bool, int, float, str)):
-            return Probe(type=type(value).__name__, value=value)
-        return Probe(type=type(value).__name__)
+            return Gathered(Probe(type=type(value).__name__, value=value))
+        return Gathered(Probe(type=type(value).__name__))
     numel = value.numel()
     positions = torch.empty(0, dtype=torch.long, device=value.device)
     if numel:
@@ -58,9 +75,14 @@ def probe_output(value: Any, count: int = PROBE_SIZE) -> Probe:
         picked = flat[positions] if numel else flat[:0]
     real = picked.abs().double() if picked.is_complex() else picked.to(torch.float64)  # complex: the modulus
     # positions and values come back in one copy (positions below 2**53 are exact in float64)
-    both = torch.stack([positions.to(torch.float64), real]).cpu().tolist()
-    return Probe(type="Tensor", dtype=dtype_name(value.dtype), shape=list(value.shape), device=str(value.device),
-                 positions=[int(p) for p in both[0]], values=both[1])
+    both = torch.stack([positions.to(torch.float64), real])
+    return Gathered(Probe(type="Tensor", dtype=dtype_name(value.dtype), shape=list(value.shape),
+                          device=str(value.device)), both)
+
+
+def probe_output(value: Any, count: int = PROBE_SIZE) -> Probe:
+    """Child side: read `count` elements at fresh random positions (all of them if fewer)."""
+    return gather_output(value, count).read()
 
 
 _GENERATORS: dict[str, torch.Generator] = {}
@@ -77,6 +99,10 @@ def _drawn(device: torch.device) -> torch.Generator:
 
 def probe_outputs(value: Any, count: int = PROBE_SIZE) -> list[Probe]:
     return [probe_output(v, count) for v in as_outputs(value)]
+
+
+def gather_outputs(value: Any, count: int = PROBE_SIZE) -> list[Gathered]:
+    return [gather_output(v, count) for v in as_outputs(value)]
 
 
 def check_probes(spec: ProblemSpec, expected: Any, probes: list[Probe]) -> list[Mismatch]:

@@ -14,8 +14,11 @@ spin and an empty opening kernel just before the start event (the timed window o
 ends: the GPU sometimes goes on several us after the spin ends, on an H100 once in a few thousand
 calls, and the event waits as long), and a closing kernel launched after the whole device has
 finished the call's work. Everything between a call's flush and its closing kernel is that
-call's; what runs between two calls is the harness's own (making inputs, reading outputs) and is
-left out.
+call's; what runs between two calls on the caller's stream is the harness's own (making inputs,
+reading outputs) and is left out. A block's calls are queued back to back without waiting for
+each other's work (measure/timer.py), so a kernel of one call on another stream can start after
+its closing kernel: a kernel on another stream between two calls belongs to the call before, whose
+window it outlasted.
 """
 
 from __future__ import annotations
@@ -63,7 +66,8 @@ def records_of(raw: Sequence[Any]) -> list[KernelRecord]:
 def split_calls(records: Sequence[KernelRecord]) -> list[TracedCall]:
     """The calls in a batch of records: each from the harness's flush, through its spin and its
     opening kernel, to its closing kernel, all four on one stream. A kernel that starts before the
-    opening kernel ends is the call's too, and early: it ran before the timed window opened."""
+    opening kernel ends is the call's too, and early: it ran before the timed window opened. One
+    on another stream than the last call's, after that call closed, is that call's too, and late."""
     calls: list[TracedCall] = []
     current: TracedCall | None = None
     step = TAG_CLOSE
@@ -72,7 +76,9 @@ def split_calls(records: Sequence[KernelRecord]) -> list[TracedCall]:
         if tag == TAG_OTHER:
             if current is not None:
                 current.kernels.append(record)
-            continue  # between two calls: the harness's own work
+            elif calls and record.stream != calls[-1].stream:
+                calls[-1].kernels.append(record)
+            continue  # between two calls on the caller's stream: the harness's own work
         if tag == TAG_FLUSH:
             if step != TAG_CLOSE:
                 raise TraceBroken("a call's opening flush came before the previous call had closed")

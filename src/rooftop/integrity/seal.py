@@ -94,11 +94,13 @@ class SealedTimer:
         self.lib = ctypes.CDLL(str(self.path))
         self.lib.rt_cuda_init.argtypes = [ctypes.c_ulonglong, ctypes.c_uint]
         self.lib.rt_cuda_init.restype = ctypes.c_int
-        self.lib.rt_cuda_begin.argtypes = [ctypes.c_void_p, ctypes.c_ulonglong]
+        self.lib.rt_cuda_begin.argtypes = [ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_uint]
         self.lib.rt_cuda_begin.restype = ctypes.c_int
-        self.lib.rt_cuda_end.argtypes = [ctypes.c_void_p]
-        self.lib.rt_cuda_end.restype = ctypes.c_double
-        self.lib.rt_cuda_close.argtypes = [ctypes.c_void_p]
+        self.lib.rt_cuda_end.argtypes = [ctypes.c_void_p, ctypes.c_uint]
+        self.lib.rt_cuda_end.restype = ctypes.c_int
+        self.lib.rt_cuda_elapsed.argtypes = [ctypes.c_uint]
+        self.lib.rt_cuda_elapsed.restype = ctypes.c_double
+        self.lib.rt_cuda_close.argtypes = [ctypes.c_void_p, ctypes.c_int]
         self.lib.rt_cuda_close.restype = ctypes.c_int
         self.lib.rt_trace_init.argtypes = [ctypes.c_char_p]
         self.lib.rt_trace_init.restype = ctypes.c_int
@@ -134,20 +136,29 @@ class SealedTimer:
             return f"CUDA error {code}: {text.value.decode(errors='replace')}"
         return f"CUDA error {code}"
 
-    def cuda_begin(self, stream: int, hold_cycles: int) -> None:
-        rc = self.lib.rt_cuda_begin(stream, hold_cycles)
+    def cuda_begin(self, stream: int, hold_cycles: int, slot: int) -> None:
+        """Queue the flush, the spin and the start event of the block's call `slot` on `stream`."""
+        rc = self.lib.rt_cuda_begin(stream, hold_cycles, slot)
         if rc != 0:
             raise RuntimeError(f"the sealed timer could not start a timed call ({self._cuda_error(rc)})")
 
-    def cuda_end(self, stream: int) -> float:
-        seconds = self.lib.rt_cuda_end(stream)
+    def cuda_end(self, stream: int, slot: int) -> None:
+        """Queue the end event of call `slot` on `stream` (not waited for: see `cuda_elapsed`)."""
+        rc = self.lib.rt_cuda_end(stream, slot)
+        if rc != 0:
+            raise RuntimeError(f"the sealed timer could not end a timed call ({self._cuda_error(rc)})")
+
+    def cuda_elapsed(self, slot: int) -> float:
+        """Seconds between call `slot`'s events, once its end event has been reached."""
+        seconds = self.lib.rt_cuda_elapsed(slot)
         if seconds < 0:
-            raise RuntimeError(f"the sealed timer could not end a timed call ({self._cuda_error(int(-seconds))})")
+            raise RuntimeError(f"the sealed timer could not read a timed call ({self._cuda_error(int(-seconds))})")
         return float(seconds)
 
-    def cuda_close(self, stream: int) -> None:
-        """After a call: wait for all its work, then mark its end for the tracer on `stream`."""
-        rc = self.lib.rt_cuda_close(stream)
+    def cuda_close(self, stream: int, wait: bool = True) -> None:
+        """After a call: wait for all its work (unless it is one of a block's, queued on), then mark
+        its end for the tracer on `stream`."""
+        rc = self.lib.rt_cuda_close(stream, int(wait))
         if rc != 0:
             raise RuntimeError(f"the sealed timer could not close a call ({self._cuda_error(rc)})")
 

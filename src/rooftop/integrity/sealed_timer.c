@@ -75,11 +75,13 @@ struct driver {
     CUresult (*ctx_synchronize)(void);
 };
 
+#define SLOTS 64 /* calls of one block, queued before the first is waited for */
+
 /* one page of state, in .data (file-backed, so it is copied with the library when sealed) */
 static struct state {
     long ready;
     struct driver cu;
-    CUevent start, end;
+    CUevent start[SLOTS], end[SLOTS]; /* an event pair per call of a block */
     CUfunction flush, spin, open, close;
     struct cupti cupti;
     struct trace_ring *ring; /* the pointer is sealed; the ring it points to is not */
@@ -154,7 +156,8 @@ int rt_cuda_init(unsigned long long flush_bytes, unsigned flush_blocks) {
     if ((rc = cu->module_get_function(&st.spin, module, "rooftop_timer_spin"))) return rc;
     if ((rc = cu->module_get_function(&st.open, module, "rooftop_timer_open"))) return rc;
     if ((rc = cu->module_get_function(&st.close, module, "rooftop_timer_close"))) return rc;
-    if ((rc = cu->event_create(&st.start, 0)) || (rc = cu->event_create(&st.end, 0))) return rc;
+    for (unsigned i = 0; i < SLOTS; i++)
+        if ((rc = cu->event_create(&st.start[i], 0)) || (rc = cu->event_create(&st.end[i], 0))) return rc;
     flush_bytes = (flush_bytes + 15) / 16 * 16;
     if ((rc = cu->mem_alloc(&st.flush_buffer, flush_bytes)) || (rc = cu->mem_alloc(&st.sink, 16))) return rc;
     if ((rc = cu->memset_d8(st.flush_buffer, 0, flush_bytes))) return rc;
@@ -166,11 +169,12 @@ int rt_cuda_init(unsigned long long flush_bytes, unsigned flush_blocks) {
 }
 
 /* Flush the L2 (persisting lines first), spin `hold_cycles`, launch the empty opening kernel, then
- * record the start event: all on `stream`, all queued before the call's own launches. The opening
- * kernel's end is where the kernel tracer sees the timed window open: the GPU can take several us
- * to go on after the spin, and the event and this kernel wait alike. */
-int rt_cuda_begin(CUstream stream, unsigned long long hold_cycles) {
+ * record the start event of `slot`: all on `stream`, all queued before the call's own launches. The
+ * opening kernel's end is where the kernel tracer sees the timed window open: the GPU can take
+ * several us to go on after the spin, and the event and this kernel wait alike. */
+int rt_cuda_begin(CUstream stream, unsigned long long hold_cycles, unsigned slot) {
     if (st.ready != 1) return -1;
+    if (slot >= SLOTS) return -2;
     const struct driver *cu = &st.cu;
     CUresult rc;
     if (cu->reset_persisting_l2) cu->reset_persisting_l2();
@@ -181,29 +185,37 @@ int rt_cuda_begin(CUstream stream, unsigned long long hold_cycles) {
     void *spin_args[] = {&hold_cycles};
     if ((rc = cu->launch(st.spin, 1, 1, 1, 1, 1, 1, 0, stream, spin_args, 0))) return rc;
     if (st.tracing == 1 && (rc = cu->launch(st.open, 1, 1, 1, 1, 1, 1, 0, stream, 0, 0))) return rc;
-    return cu->event_record(st.start, stream);
+    return cu->event_record(st.start[slot], stream);
 }
 
-/* Record the end event on `stream`, wait for it, and return the seconds between the two events
- * (negative: the driver's error code, negated). */
-double rt_cuda_end(CUstream stream) {
+/* Record the end event of `slot` on `stream`, without waiting for it. 0, or the driver's code. */
+int rt_cuda_end(CUstream stream, unsigned slot) {
+    if (st.ready != 1) return -1;
+    if (slot >= SLOTS) return -2;
+    return st.cu.event_record(st.end[slot], stream);
+}
+
+/* Wait for the end event of `slot` and return the seconds between its two events (negative: the
+ * driver's error code, negated). */
+double rt_cuda_elapsed(unsigned slot) {
     if (st.ready != 1) return -1.0;
+    if (slot >= SLOTS) return -2.0;
     const struct driver *cu = &st.cu;
     CUresult rc;
     float ms = 0.0f;
-    if ((rc = cu->event_record(st.end, stream)) || (rc = cu->event_synchronize(st.end)) ||
-        (rc = cu->event_elapsed(&ms, st.start, st.end)))
+    if ((rc = cu->event_synchronize(st.end[slot])) || (rc = cu->event_elapsed(&ms, st.start[slot], st.end[slot])))
         return -(double)rc;
     return (double)ms / 1e3;
 }
 
-/* After a call: wait for all of its work, on every stream, then launch the closing kernel on
- * `stream`. The tracer reads a call as everything from its flush to this kernel. */
-int rt_cuda_close(CUstream stream) {
+/* After a call: when `wait`, wait for all of its work, on every stream; then launch the closing
+ * kernel on `stream`. The tracer reads a call as everything from its flush to this kernel (a call
+ * of a block, not waited for, has its other streams' late kernels judged from their timestamps). */
+int rt_cuda_close(CUstream stream, int wait) {
     if (st.ready != 1) return -1;
     const struct driver *cu = &st.cu;
     CUresult rc;
-    if ((rc = cu->ctx_synchronize())) return rc;
+    if (wait && (rc = cu->ctx_synchronize())) return rc;
     return cu->launch(st.close, 1, 1, 1, 1, 1, 1, 0, stream, 0, 0);
 }
 

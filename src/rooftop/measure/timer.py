@@ -1,8 +1,11 @@
-"""Timing one call at a time, with a swappable clock.
+"""Timing calls, one at a time or queued in blocks, with a swappable clock.
 
 The clock is the seam: `CudaEventClock` (one event pair per call after an L2 flush) on a GPU,
-`CpuClock` (perf_counter) on the CPU, and a fake clock in tests. When to stop is not the clock's
-business: `stopping.Sampler` decides that on the trusted side.
+`CpuClock` (perf_counter) on the CPU, and a fake clock in tests. A block's calls are queued one
+after another (`queue`) and waited for once (`collect`): on a GPU the host queues the next call's
+inputs, flush, spin and events while the last one runs, so its latency hides behind GPU work;
+`time` is a block of one. When to stop is not the clock's business: `stopping.Sampler` decides
+that on the trusted side.
 """
 
 from __future__ import annotations
@@ -19,6 +22,14 @@ class Clock(Protocol):
 
     def prepare(self) -> None:
         """Put the machine in the state every timed call starts from (caches cold)."""
+        ...
+
+    def queue(self, call: Callable[[], Any]) -> None:
+        """Time one call of a block, without waiting for it (a CPU clock waits anyway)."""
+        ...
+
+    def collect(self) -> list[float]:
+        """Seconds taken by each call queued since the last collect, once they are all done."""
         ...
 
     def time(self, call: Callable[[], Any]) -> float:
@@ -42,13 +53,25 @@ class CpuClock:
 
     def __init__(self) -> None:
         self._sealed = _sealed()
+        self._block: list[float] = []
 
     def prepare(self) -> None:
         pass
 
+    def queue(self, call: Callable[[], Any]) -> None:
+        self._block.append(self._time(call))
+
+    def collect(self) -> list[float]:
+        block, self._block = self._block, []
+        return block
+
     def time(self, call: Callable[[], Any]) -> float:
+        self.queue(call)
+        return self.collect()[0]
+
+    def _time(self, call: Callable[[], Any]) -> float:
         if self._sealed is not None:
-            return self._sealed.cpu_time(call)
+            return float(self._sealed.cpu_time(call))
         start = time.perf_counter()
         call()
         return time.perf_counter() - start
@@ -85,6 +108,7 @@ class CudaEventClock:
     """
 
     name = "cuda_event"
+    SLOTS = 64  # calls of one block (sealed_timer.c has an event pair per slot)
     HOLD_SECONDS = 200e-6  # the least spin
     MAX_HOLD_SECONDS = 2e-3
     HOLD_MARGIN = 1.5
@@ -99,8 +123,9 @@ class CudaEventClock:
         l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)) or 64 << 20
         self._flush = torch.zeros(2 * l2 if self._sealed is None else 16, dtype=torch.int8, device=device)
         self._sink = torch.empty((), dtype=torch.int8, device=device)
-        self._start = torch.cuda.Event(enable_timing=True)
-        self._end = torch.cuda.Event(enable_timing=True)
+        self._starts = [torch.cuda.Event(enable_timing=True) for _ in range(1 if self._sealed else self.SLOTS)]
+        self._ends = [torch.cuda.Event(enable_timing=True) for _ in range(len(self._starts))]
+        self._queued = 0  # calls of the block queued so far
         self._cycles_per_second = self._spin_rate()
         self._hold_cycles = self.cycles_for(self.HOLD_SECONDS)
         self._queueing: deque[float] = deque(maxlen=self.HOLD_WINDOW)
@@ -115,12 +140,13 @@ class CudaEventClock:
     def _spin_rate(self) -> float:
         """GPU clock cycles `_sleep` spins per second, measured once (not assumed)."""
         torch, probe = self._torch, 1_000_000
+        start, end = self._starts[0], self._ends[0]
         torch.cuda._sleep(probe)  # first call loads the kernel
-        self._start.record()
+        start.record()
         torch.cuda._sleep(probe)
-        self._end.record()
-        self._end.synchronize()
-        return probe / max(self._start.elapsed_time(self._end) / 1e3, 1e-6)
+        end.record()
+        end.synchronize()
+        return probe / max(start.elapsed_time(end) / 1e3, 1e-6)
 
     @property
     def traced(self) -> bool:
@@ -140,42 +166,59 @@ class CudaEventClock:
         self._torch.amax(self._flush, dim=0, out=self._sink)
 
     def time(self, call: Callable[[], Any]) -> float:
-        if self._sealed is not None:
-            return self._sealed_time(call)
-        self.last_hold = self._hold_cycles / self._cycles_per_second
-        self.prepare()
-        self._torch.cuda._sleep(self._hold_cycles)
-        queued = time.perf_counter()
-        self._start.record()
-        call()
-        self._end.record()
-        self.last_queued = time.perf_counter() - queued
-        self._queueing.append(self.last_queued)
-        self._hold_cycles = self.cycles_for(self.hold)
-        self._end.synchronize()
-        return self._start.elapsed_time(self._end) / 1e3
+        self.queue(call)
+        return self.collect()[0]
 
-    def close(self) -> None:
-        """After a timed call: wait for all of its work, on every stream; in the evaluation child,
-        also mark where it ended for the kernel tracer (integrity/cupti.py)."""
+    def queue(self, call: Callable[[], Any]) -> None:
+        slot = self._queued
+        if slot >= self.SLOTS:
+            raise RuntimeError(f"a block of more than {self.SLOTS} timed calls")
+        self.last_hold = self._hold_cycles / self._cycles_per_second
         if self._sealed is not None:
-            self._sealed.cuda_close(self._torch.cuda.current_stream().cuda_stream)
+            self._sealed_queue(call, slot)
         else:
+            self.prepare()
+            self._torch.cuda._sleep(self._hold_cycles)
+            queued = time.perf_counter()
+            self._starts[slot].record()
+            call()
+            self._ends[slot].record()
+            self._queued_for(time.perf_counter() - queued)
+        self._queued = slot + 1
+
+    def collect(self) -> list[float]:
+        count, self._queued = self._queued, 0
+        if self._sealed is not None:
+            return [self._sealed.cuda_elapsed(slot) for slot in range(count)]
+        if count:
+            self._ends[count - 1].synchronize()
+        return [start.elapsed_time(end) / 1e3 for start, end in zip(self._starts[:count], self._ends[:count])]
+
+    def _queued_for(self, seconds: float) -> None:
+        """The host took `seconds` to queue a call's work: the next spin follows it."""
+        self.last_queued = seconds
+        self._queueing.append(seconds)
+        self._hold_cycles = self.cycles_for(self.hold)
+
+    def close(self, wait: bool = True) -> None:
+        """After a timed call: wait for all of its work, on every stream (not a block's call, which
+        the next one queues behind); in the evaluation child, also mark where it ended for the
+        kernel tracer (integrity/cupti.py)."""
+        if self._sealed is not None:
+            self._sealed.cuda_close(self._torch.cuda.current_stream().cuda_stream, wait)
+        elif wait:
             self._torch.cuda.synchronize()
 
-    def _sealed_time(self, call: Callable[[], Any]) -> float:
+    def _sealed_queue(self, call: Callable[[], Any], slot: int) -> None:
         assert self._sealed is not None
         stream = self._torch.cuda.current_stream().cuda_stream
-        self.last_hold = self._hold_cycles / self._cycles_per_second
         if self._traced is not None:
             self._sealed.record(self._traced)
-        self._sealed.cuda_begin(stream, self._hold_cycles)
+        self._sealed.cuda_begin(stream, self._hold_cycles, slot)
         queued = time.perf_counter()
         call()
-        self.last_queued = time.perf_counter() - queued
-        self._queueing.append(self.last_queued)
-        self._hold_cycles = self.cycles_for(self.hold)
-        return self._sealed.cuda_end(stream)
+        self._sealed.cuda_end(stream, slot)
+        self._queued_for(time.perf_counter() - queued)
 
 
 def hold_seconds(queueing: Iterable[float]) -> float:

@@ -1,7 +1,8 @@
-"""One candidate call as the trusted side makes it, whatever it is for (a full check, a warm-up,
-a timed sample): a fresh secret seed, the reference run on the same inputs here, the
-child's call there, and the checks every reply must pass. A candidate cannot tell a checked call
-from a timed one, and no input is ever seen twice.
+"""Candidate calls as the trusted side makes them: a checked call alone (`call`), timed calls in
+blocks queued back to back (`call_block`); each on a fresh secret seed, the reference run on the
+same inputs here, the child's call there, and the checks every reply must pass. No input is ever
+seen twice, and a candidate that tells a timed call from a checked one gains nothing by it: every
+timed call's outputs are probed too, at positions drawn after it ran.
 
 A timed call may leave the reference out (the timing gate stops timing it once its own samples
 suffice); its output is then checked afterwards or not at all, as `expect` decides, from the seed
@@ -19,8 +20,9 @@ from rooftop.check.compare import as_outputs
 from rooftop.check.landing import Landing, LandingError
 from rooftop.check.probe import same_inputs
 from rooftop.pipeline.context import Evaluation
-from rooftop.pipeline.protocol import CallReply, CallRequest
+from rooftop.pipeline.protocol import BlockReply, BlockRequest, CallReply, CallRequest
 from rooftop.pipeline.tracing import note_call
+from rooftop.pipeline.trusted import Timed
 from rooftop.problem.spec import Shape
 from rooftop.values import nbytes
 from rooftop.verdict import GateFailed, Status
@@ -43,37 +45,72 @@ class Called(NamedTuple):
     reference_queue: tuple[float, float] = (0.0, 0.0)
 
 
-def call(ev: Evaluation, shape: Shape, *, full: bool = False, audit: bool = False, listed: bool = False,
-         timed: bool = False, seed: int | None = None, reference: bool = True) -> Called:
-    """One call of the candidate on fresh inputs (timed: with the reference timed before it on the
-    same inputs, both in a CUDA graph under --graphs; without it when `reference` is False, and
-    then nothing is expected yet: see `expect`). Its kernels are traced like every call's, and
-    listed in full later when `listed` (pipeline/tracing.py)."""
+def call(ev: Evaluation, shape: Shape, *, full: bool = False, audit: bool = False, seed: int | None = None) -> Called:
+    """One checked call of the candidate on fresh inputs, with the reference's output on them
+    (`full`: the whole outputs land in shared memory and the inputs are compared too). Its kernels
+    are traced like every call's (pipeline/tracing.py)."""
     assert ev.session is not None and ev.trusted is not None
-    assert reference or (timed and not full)
     ev.state.check_cancel()
-    checks, graphs = ev.settings.checks, ev.settings.graphs
+    checks = ev.settings.checks
     seed = ev.seeds.next() if seed is None else seed
-    graph = timed and graphs
-    inputs: list[Any] = []
-    expected, reference_seconds, reference_wall, reference_clock = None, None, 0.0, None
-    queue = (0.0, 0.0)
-    if reference:
-        inputs, expected, reference_seconds, reference_wall = _reference(ev, shape, seed, timed=timed, graph=graph)
-        reference_clock = _sm_clock(ev) if timed else None
-        queue = _queue(ev) if timed else queue
+    inputs, expected = _reference(ev, shape, seed)
     landing = _landing(ev, expected) if full else None
-    request = CallRequest(gate=ev.state.gate, shape=shape.name, seed=seed, full=full,
-                          audit=audit and checks and not graph, check_inputs=full, probe=checks or full,
-                          reuse=not checks, graph=graph, landing=landing.spec if landing else None,
-                          pool_sets=ev.pool_sets.get(shape.name))
+    request = CallRequest(gate=ev.state.gate, shape=shape.name, seed=seed, full=full, audit=audit and checks,
+                          check_inputs=full, probe=checks or full, reuse=not checks,
+                          landing=landing.spec if landing else None, pool_sets=ev.pool_sets.get(shape.name))
     reply, wall = ev.session.request(request, CallReply, ev.state.deadline)
     ev.last_call = time.monotonic()
-    clock = _sm_clock(ev) if timed else None
     _check_reply(ev, shape, seed, reply, inputs if full else None, wall)
-    spent(ev, "timed_calls" if timed else "checked_calls", wall, reply)
-    note_call(ev, shape.name, reply.seconds, listed=listed)
-    return Called(reply, expected, inputs, reference_seconds, wall, reference_wall, reference_clock, clock, seed, queue)
+    spent(ev, "checked_calls", wall, reply)
+    note_call(ev, shape.name, reply.seconds)
+    return Called(reply, expected, inputs, None, wall, 0.0, None, None, seed)
+
+
+def call_block(ev: Evaluation, shape: Shape, seeds: list[int | None], *, audit: bool = False,
+               listed: int | None = None, reference: bool = True) -> list[Called]:
+    """Timed calls of the candidate on fresh inputs, queued back to back in one request (the
+    child's `block`), after the reference's calls on the same inputs, queued alike here (`run_block`:
+    the same clock, a CUDA graph under --graphs); without the reference when `reference` is False,
+    and then nothing is expected yet (see `expect`). Call `listed` of the block has its kernels
+    listed in full later (pipeline/tracing.py).
+
+    Each call's wall time is the block's round trip shared evenly: the wall floor holds the
+    block's untimed time, wherever in the block it was spent."""
+    assert ev.session is not None and ev.trusted is not None
+    ev.state.check_cancel()
+    checks, graph = ev.settings.checks, ev.settings.graphs
+    drawn = [ev.seeds.next() if seed is None else seed for seed in seeds]
+    timed: list[Timed | None] = [None] * len(drawn)
+    reference_wall, reference_clock = 0.0, None
+    if reference:
+        started = time.perf_counter()
+        timed = list(ev.trusted.run_block(shape, drawn, graph=graph, pool_sets=ev.pool_sets.get(shape.name)))
+        reference_wall = time.perf_counter() - started
+        ev.add_time("reference", reference_wall)
+        reference_clock = _sm_clock(ev)
+        ev.add_time("reference_spin", sum(one.hold for one in timed if one is not None))
+    request = BlockRequest(calls=[
+        CallRequest(gate=ev.state.gate, shape=shape.name, seed=seed, audit=audit and checks and not graph,
+                    probe=checks, reuse=not checks, graph=graph, pool_sets=ev.pool_sets.get(shape.name))
+        for seed in drawn])
+    reply, wall = ev.session.request(request, BlockReply, ev.state.deadline)
+    ev.last_call = time.monotonic()
+    clock = _sm_clock(ev)
+    if reply.failure is not None:
+        raise GateFailed(reply.failure.status, *reply.failure.messages)
+    if len(reply.calls) != len(drawn):
+        raise GateFailed(Status.rejected, f"[protocol] the child answered {len(reply.calls)} calls of a block of "
+                         f"{len(drawn)}")
+    share, reference_share = wall / len(drawn), reference_wall / len(drawn)
+    called = []
+    for i, (seed, one, ref) in enumerate(zip(drawn, reply.calls, timed)):
+        _check_reply(ev, shape, seed, one, None, wall)
+        spent(ev, "timed_calls", share, one)
+        note_call(ev, shape.name, one.seconds, listed=i == listed)
+        called.append(Called(one, ref.output if ref else None, [], ref.seconds if ref else None, share,
+                             reference_share, reference_clock, clock, seed,
+                             (ref.queued, ref.hold) if ref else (0.0, 0.0)))
+    return called
 
 
 def harness_costs(ev: Evaluation, shape: Shape, calls: int) -> list[float]:
@@ -85,12 +122,17 @@ def harness_costs(ev: Evaluation, shape: Shape, calls: int) -> list[float]:
     checks = ev.settings.checks
     seed = ev.seeds.next()
     costs = []
-    for _ in range(calls):
-        request = CallRequest(gate=ev.state.gate, shape=shape.name, seed=seed if not checks else ev.seeds.next(),
-                              noop=True, probe=True, reuse=not checks, pool_sets=ev.pool_sets.get(shape.name))
-        reply, wall = ev.session.request(request, CallReply, ev.state.deadline)
-        if reply.failure is not None:
-            raise GateFailed(reply.failure.status, *reply.failure.messages)
+    for _ in range(calls):  # blocks of one call: a longer block shares its round trip, and costs less per call
+        request = BlockRequest(calls=[CallRequest(gate=ev.state.gate, shape=shape.name, noop=True, probe=True,
+                                                  seed=seed if not checks else ev.seeds.next(), reuse=not checks,
+                                                  pool_sets=ev.pool_sets.get(shape.name))])
+        block, wall = ev.session.request(request, BlockReply, ev.state.deadline)
+        if block.failure is not None:
+            raise GateFailed(block.failure.status, *block.failure.messages)
+        if len(block.calls) != 1:
+            raise GateFailed(Status.rejected, "[protocol] the child answered a block of one no-op call with "
+                             f"{len(block.calls)} replies")
+        reply = block.calls[0]
         note_call(ev, shape.name, reply.seconds)
         costs.append(wall - float(reply.seconds or 0.0) - reply.hold)
     return costs
@@ -99,24 +141,22 @@ def harness_costs(ev: Evaluation, shape: Shape, calls: int) -> list[float]:
 def expect(ev: Evaluation, shape: Shape, called: Called) -> Called:
     """A call made without the reference, with what it should have returned: its inputs made
     again from its seed and the reference run on them, untimed, after the reply came back."""
-    inputs, expected, _, _ = _reference(ev, shape, called.seed, timed=False, graph=False)
+    inputs, expected = _reference(ev, shape, called.seed)
     return called._replace(expected=expected, inputs=inputs)
 
 
-def _reference(ev: Evaluation, shape: Shape, seed: int, *, timed: bool,
-               graph: bool) -> tuple[list[Any], Any, float | None, float]:
-    """The inputs of this seed and the reference's output on them (and its time, when timed)."""
+def _reference(ev: Evaluation, shape: Shape, seed: int) -> tuple[list[Any], Any]:
+    """The inputs of this seed and the reference's output on them, untimed."""
     assert ev.trusted is not None
     made = time.perf_counter()
-    inputs = ev.trusted.inputs(shape, seed, timed=timed)
+    inputs = ev.trusted.inputs(shape, seed)
     ev.add_time("inputs", time.perf_counter() - made)
     started = time.perf_counter()
-    expected, seconds = ev.trusted.run(shape, inputs, timed=timed, graph=graph, pool_sets=ev.pool_sets.get(shape.name))
-    wall = time.perf_counter() - started
+    expected = ev.trusted.run(shape, inputs)
     if ev.trusted.changed_inputs:  # the reference wrote its inputs: the checks need them as made
         inputs = ev.trusted.inputs(shape, seed)
-    ev.add_time("reference", wall)
-    return inputs, expected, seconds, wall
+    ev.add_time("reference", time.perf_counter() - started)
+    return inputs, expected
 
 
 def _landing(ev: Evaluation, expected: Any) -> Landing | None:

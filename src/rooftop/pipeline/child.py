@@ -34,6 +34,8 @@ from rooftop.pipeline.job import WARM_CUDA, WARM_IMPORTS, EvalJob
 from rooftop.pipeline.protocol import (
     REPLY_FOR,
     REQUESTS,
+    BlockReply,
+    BlockRequest,
     BuildReply,
     BuildRequest,
     CallReply,
@@ -204,6 +206,12 @@ class Harness:
             raise GateFailed(Status.internal_error, "the child was asked for a call before it had a job")
         return self.runner.call(request)
 
+    def block(self, request: BlockRequest) -> BlockReply:
+        if self.runner is None:
+            raise GateFailed(Status.internal_error, "the child was asked for calls before it had a job")
+        self.gate = request.calls[0].gate if request.calls else self.gate
+        return self.runner.block(request)
+
     def trace(self, request: TraceRequest) -> TraceReply:
         if self.runner is None:
             raise GateFailed(Status.internal_error, "the child was asked for its trace before it had a job")
@@ -250,7 +258,7 @@ class Harness:
 
 HANDLERS: dict[str, Callable[[Harness, Any], _Reply]] = {
     "job": Harness.take_job, "build": Harness.build, "load": Harness.load, "call": Harness.call,
-    "trace": Harness.trace,
+    "block": Harness.block, "trace": Harness.trace,
 }
 
 

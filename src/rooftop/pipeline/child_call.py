@@ -18,13 +18,22 @@ import torch
 from rooftop.check.compare import as_outputs, storage_overlaps
 from rooftop.check.inputs import InputPool, device_memory, modified_inputs, release_cached
 from rooftop.check.landing import LandingSpec, LandingTarget
-from rooftop.check.probe import probe_output, probe_outputs
+from rooftop.check.probe import Gathered, gather_outputs, probe_output, probe_outputs
 from rooftop.errors import is_out_of_memory
 from rooftop.integrity.audit import Audit, TamperGuard
 from rooftop.measure.graphs import GraphCache, GraphCaptureFailed
 from rooftop.measure.timer import CudaEventClock, clock_for
 from rooftop.pipeline.job import EvalJob
-from rooftop.pipeline.protocol import CallReply, CallRequest, CallTrace, Kernel, TraceReply, TraceRequest
+from rooftop.pipeline.protocol import (
+    BlockReply,
+    BlockRequest,
+    CallReply,
+    CallRequest,
+    CallTrace,
+    Kernel,
+    TraceReply,
+    TraceRequest,
+)
 from rooftop.problem.instance import ProblemInstance
 from rooftop.values import clone, tensors
 from rooftop.verdict import GateFailed, Status
@@ -102,9 +111,7 @@ class CallRunner:
         reply.findings = audit.findings() + self._tampering()
         if request.probe:
             reply.outputs = probe_outputs(result)
-        outs = [t for t in tensors(result) if type(t) is torch.Tensor]
-        reply.aliased_inputs = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)
-                                and any(storage_overlaps(o, x) for o in outs)]
+        reply.aliased_inputs = _aliased(result, inputs)
         step("probes")
         with harness_step("comparing the inputs with their snapshot"):
             if pristine is not None:
@@ -119,6 +126,37 @@ class CallRunner:
             release_cached(self.device)
         step("checks")
         return reply
+
+    def block(self, request: BlockRequest) -> BlockReply:
+        """Timed calls queued back to back: each one's inputs are made after the last one's end
+        event in stream order (never while it runs), its outputs gathered at fresh positions as it
+        ends; one wait for all of them, then the replies. A call's own steps are those of `call`."""
+        pending: list[tuple[CallReply, list[Gathered]]] = []
+        for one in request.calls:
+            shape = self.shapes[one.shape]
+            model = _first_input if one.noop else self.models[one.shape]
+            reply = CallReply()
+            step = Steps(reply.spent)
+            with harness_step("making the inputs"):
+                inputs = self._inputs(one)
+            step("inputs")
+            audit = Audit(count_compute=one.audit and not one.noop and not self.job.problem.spec.policy.allow_torch_ops)
+            result, inputs = self._run(one, shape.name, model, inputs, audit, reply, queued=True)
+            step("clock")
+            reply.findings = audit.findings() + self._tampering()
+            gathered = gather_outputs(result) if one.probe else []
+            reply.aliased_inputs = _aliased(result, inputs)
+            step("probes")
+            pending.append((reply, gathered))
+            del result, inputs  # freed in stream order: the next call's inputs may take their memory
+        waited = time.perf_counter()
+        seconds = self.clock.collect()
+        for (reply, gathered), taken in zip(pending, seconds):
+            reply.seconds = taken
+            reply.outputs = [g.read() for g in gathered]
+        if pending:
+            pending[-1][0].spent["wait"] = time.perf_counter() - waited
+        return BlockReply(calls=[reply for reply, _ in pending])
 
     def _target(self, spec: LandingSpec) -> LandingTarget:
         """The mapping of the landing the request names; a new one's descriptor is waiting on the socket."""
@@ -148,8 +186,9 @@ class CallRunner:
         return inputs
 
     def _run(self, request: CallRequest, shape: str, model: Any, inputs: list[Any], audit: Audit,
-             reply: CallReply) -> tuple[Any, list[Any]]:
-        """The call itself under the clock, directly or as a graph replay."""
+             reply: CallReply, queued: bool = False) -> tuple[Any, list[Any]]:
+        """The call itself under the clock, directly or as a graph replay; a block's call is queued
+        (its time comes with the block's: `block`)."""
         box: dict[str, Any] = {}
 
         def run() -> None:
@@ -157,20 +196,22 @@ class CallRunner:
                 box["result"] = model(*inputs)
 
         with torch.no_grad():
+            timed = run
             if request.graph and self.device.type == "cuda":
                 graphed = self._graphed(shape, model, inputs)
-                inputs = graphed.static
-                reply.seconds = self.clock.time(graphed.replay)
+                inputs, timed = graphed.static, graphed.replay
                 box["result"] = graphed.outputs
+            if queued:
+                self.clock.queue(timed)
             else:
-                reply.seconds = self.clock.time(run)
+                reply.seconds = self.clock.time(timed)
             # the spin is untimed wall time the trusted wall floor takes off each round trip, on a
             # replay as on a direct call: a graph of a few thousand nodes takes the host about as long
             # to launch as its kernels, and the spin then lasts up to 2 ms
             reply.hold = getattr(self.clock, "last_hold", 0.0)
             reply.queued = getattr(self.clock, "last_queued", 0.0)
             if isinstance(self.clock, CudaEventClock):
-                self.clock.close()
+                self.clock.close(wait=not queued)
         return box["result"], inputs
 
     def trace(self, request: TraceRequest) -> TraceReply:
@@ -204,6 +245,13 @@ class CallRunner:
         replaced = self.guard.replaced()
         return [f"[tamper] the solution replaced {', '.join(replaced[:5])}, which the harness's own timing and "
                 "reports rely on"] if replaced else []
+
+
+def _aliased(result: Any, inputs: list[Any]) -> list[int]:
+    """The inputs whose storage an output shares."""
+    outs = [t for t in tensors(result) if type(t) is torch.Tensor]
+    return [i for i, x in enumerate(inputs)
+            if isinstance(x, torch.Tensor) and any(storage_overlaps(o, x) for o in outs)]
 
 
 def _summary(call: Any) -> CallTrace:

@@ -99,6 +99,14 @@ class CallRequest(_Request):
     noop: bool = False  # time a call that does nothing, on the same path: the harness's own fixed cost
 
 
+class BlockRequest(_Request):
+    """Timed calls queued back to back (measure/timer.py), waited for once: their replies come
+    together. Each call is a timed call's request (no full check, no input snapshot)."""
+
+    op: Literal["block"] = "block"
+    calls: list[CallRequest]
+
+
 class TraceRequest(_Request):
     """The tracer's records of every call since the last such request, one summary per call."""
 
@@ -110,7 +118,7 @@ class QuitRequest(_Request):
     op: Literal["quit"] = "quit"
 
 
-Request = Annotated[JobRequest | BuildRequest | LoadRequest | CallRequest | TraceRequest | QuitRequest,
+Request = Annotated[JobRequest | BuildRequest | LoadRequest | CallRequest | BlockRequest | TraceRequest | QuitRequest,
                     Field(discriminator="op")]
 REQUESTS: TypeAdapter[Request] = TypeAdapter(Request)
 
@@ -163,6 +171,11 @@ class CallReply(_Reply):
     spent: dict[str, float] = {}
 
 
+class BlockReply(_Reply):
+    op: Literal["block"] = "block"
+    calls: list[CallReply] = []
+
+
 class TraceReply(_Reply):
     op: Literal["trace"] = "trace"
     calls: list[CallTrace] = []
@@ -175,10 +188,11 @@ class QuitReply(_Reply):
     op: Literal["quit"] = "quit"
 
 
-Reply = Annotated[JobReply | BuildReply | LoadReply | CallReply | TraceReply | QuitReply, Field(discriminator="op")]
+Reply = Annotated[JobReply | BuildReply | LoadReply | CallReply | BlockReply | TraceReply | QuitReply,
+                  Field(discriminator="op")]
 REPLIES: TypeAdapter[Reply] = TypeAdapter(Reply)
 REPLY_FOR: dict[str, type[_Reply]] = {"job": JobReply, "build": BuildReply, "load": LoadReply, "call": CallReply,
-                                      "trace": TraceReply, "quit": QuitReply}
+                                      "block": BlockReply, "trace": TraceReply, "quit": QuitReply}
 
 
 class Hello(BaseModel):

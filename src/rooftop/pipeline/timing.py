@@ -27,11 +27,12 @@ from rooftop.measure.contention import assess, sample_load
 from rooftop.measure.loop import PairedSampling, Taken
 from rooftop.measure.spread import HOST_BOUND_SPREAD
 from rooftop.measure.stopping import TimingPolicy
-from rooftop.pipeline.calls import Called, call, expect, harness_costs
+from rooftop.pipeline.calls import Called, call_block, expect, harness_costs
 from rooftop.pipeline.context import Evaluation
 from rooftop.pipeline.events import Samples
 from rooftop.pipeline.tracing import take_trace
 from rooftop.problem.spec import Shape
+from rooftop.values import nbytes
 from rooftop.verdict import Gate, GateFailed, ShapeResult, Status
 
 EVENT_EVERY = 0.25  # seconds between two sample-count events
@@ -46,6 +47,11 @@ RETRY_PAUSE = 0.5  # seconds before a retry: a passing burst of other work may e
 MIN_WINDOW = 0.25  # seconds of load counters read around a CPU shape's timing
 REFERENCE_OFF = 2.0  # reference median over candidate median from which a stopped reference leaves the calls
 CHECK_SHARE = 4  # one in this many calls without the reference is checked, drawn after its reply
+# timed calls queued back to back per request (measure/timer.py): at most this many, about this
+# much GPU time per side, and no more expected outputs than this many bytes held on the trusted side
+BLOCK_CALLS = 16
+BLOCK_SECONDS = 0.02
+BLOCK_BYTES = 1 << 30
 FLOOR_CALLS = 8  # no-op calls per shape measuring the harness's own cost, before the candidate loads and after timing
 # seconds a call may spend outside the clock beyond the harness's cost: on an H100 its median moved
 # by up to 30 % (about 300 us of 1 ms) between the no-op calls before loading and after timing, and
@@ -150,43 +156,47 @@ def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
     fastest_paired = float("inf")  # the candidate's fastest sample while the reference ran beside it
     queued: dict[str, list[float]] = {"candidate": [], "reference": []}  # timed calls' host seconds to queue
     outran: dict[str, list[float]] = {"candidate": [], "reference": []}  # ... past the spin before them
+    size, sizes = 1, _BlockSize(ev)
     while not sampling.stopped or listed_at >= 0:  # (a wall-time cap may stop it first)
         warming, extra = sampling.warming, sampling.stopped
-        listed = listed_at >= 0 and (extra or (not warming and sampling.kept >= listed_at))
-        listed_at = -1 if listed else listed_at
-        seed = None if checks or not pool else pool[calls % len(pool)]
+        size = 1 if warming or extra else sizes.next()
+        listed = None
+        if listed_at >= 0 and (extra or (not warming and sampling.kept + size > listed_at)):
+            listed, listed_at = 0 if extra else max(0, listed_at - sampling.kept), -1
+        seeds = [None if checks or not pool else pool[(calls + i) % len(pool)] for i in range(size)]
         referenced = referenced and not _reference_done(sampling)
-        called = call(ev, shape, audit=checks and counts_compute, listed=listed, timed=True, seed=seed,
-                      reference=referenced)
-        calls += 1
-        seconds = float(called.reply.seconds or 0.0)
-        result.timed_calls += 1
-        if checks:
-            compare = referenced or seconds < fastest_paired or secrets.randbelow(CHECK_SHARE) == 0
-            if compare and not referenced:
-                called = expect(ev, shape, called)
-            result.timed_checks += int(compare)
-            started = time.perf_counter()
-            _check_timed_output(ev, shape, called, calls, compare)
-            ev.add_time("timed_output_checks", time.perf_counter() - started)
-        if extra:  # the listed call, made after a wall-time cap stopped the samples first
-            continue
-        reference = Taken(float(called.reference_seconds or 0.0), called.reference_clock,
-                          called.reference_wall) if referenced else None
-        sampling.record([Taken(seconds, called.clock, called.wall), reference], warming)
-        if not warming:
-            untimed.append(called.wall - seconds - called.reply.hold)
-            queued["candidate"].append(called.reply.queued)
-            outran["candidate"].append(called.reply.queued - called.reply.hold)
-            if referenced:
-                queued["reference"].append(called.reference_queue[0])
-                outran["reference"].append(called.reference_queue[0] - called.reference_queue[1])
-        if referenced and not warming:
-            fastest_paired = min(fastest_paired, seconds)
+        block = call_block(ev, shape, seeds, audit=checks and counts_compute, listed=listed, reference=referenced)
+        for called in block:
+            calls += 1
+            seconds = float(called.reply.seconds or 0.0)
+            result.timed_calls += 1
+            sizes.saw(called)
+            if checks:
+                compare = referenced or seconds < fastest_paired or secrets.randbelow(CHECK_SHARE) == 0
+                if compare and not referenced:
+                    called = expect(ev, shape, called)
+                result.timed_checks += int(compare)
+                started = time.perf_counter()
+                _check_timed_output(ev, shape, called, calls, compare)
+                ev.add_time("timed_output_checks", time.perf_counter() - started)
+            if extra or sampling.stopped:  # the listed call after a cap; the rest of the block that met the rule
+                continue
+            reference = Taken(float(called.reference_seconds or 0.0), called.reference_clock,
+                              called.reference_wall) if referenced else None
+            sampling.record([Taken(seconds, called.clock, called.wall), reference], warming)
+            if not warming:
+                untimed.append(called.wall - seconds - called.reply.hold)
+                queued["candidate"].append(called.reply.queued)
+                outran["candidate"].append(called.reply.queued - called.reply.hold)
+                if referenced:
+                    queued["reference"].append(called.reference_queue[0])
+                    outran["reference"].append(called.reference_queue[0] - called.reference_queue[1])
+            if referenced and not warming:
+                fastest_paired = min(fastest_paired, seconds)
         if time.monotonic() - reported > EVENT_EVERY:
             reported = time.monotonic()
             ev.state.emit(Samples(gate=Gate.timing, shape=shape.name, kept=sampling.kept, warming=warming))
-        del called  # its inputs and expected outputs go before the next call makes its own (the plan counts one)
+        del block, called  # inputs and expected outputs go before the next block makes its own
     clock = ev.trusted.clock.name if ev.trusted is not None else "unknown"
     result.candidate, result.reference = sampling.stats(clock)
     if ev.device != "cpu":  # a CPU call's time is its host's: nothing is queued ahead of it
@@ -227,6 +237,26 @@ def judge_floor(ev: Evaluation, shape: Shape, result: ShapeResult, untimed: list
             f"harness's own {fixed * 1e6:.0f} us per call (measured before any solution code ran); more than "
             f"{allowed * 1e6:.0f} us of work went untimed, so the reported times are forged or the work ran "
             "outside the clock")
+
+
+class _BlockSize:
+    """How many timed calls the next block queues: as many as take about `BLOCK_SECONDS` of GPU
+    time per side (the slower side's calls so far), at most `BLOCK_CALLS`, and no more expected
+    outputs than `BLOCK_BYTES` (the trusted side holds a block's until the child's replies are
+    checked). Warm-up calls come one at a time: a first call compiles, tunes and allocates."""
+
+    def __init__(self, ev: Evaluation) -> None:
+        self.ev, self.seconds, self.bytes = ev, 0.0, 0
+
+    def saw(self, called: Called) -> None:
+        self.seconds = max(self.seconds, float(called.reply.seconds or 0.0), float(called.reference_seconds or 0.0))
+        if called.expected is not None:
+            self.bytes = max(self.bytes, nbytes(called.expected))
+
+    def next(self) -> int:
+        by_time = int(BLOCK_SECONDS / max(self.seconds, 1e-6))
+        by_memory = BLOCK_BYTES // self.bytes if self.bytes else BLOCK_CALLS
+        return max(1, min(BLOCK_CALLS, by_time, by_memory))
 
 
 def _reference_done(sampling: PairedSampling) -> bool:

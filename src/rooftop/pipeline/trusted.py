@@ -10,7 +10,7 @@ itself.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -21,6 +21,16 @@ from rooftop.measure.timer import Clock, clock_for
 from rooftop.problem.instance import ProblemInstance, blame_reference
 from rooftop.problem.spec import Problem, Shape
 from rooftop.values import clone
+
+
+class Timed(NamedTuple):
+    """One timed reference call of a block: its output, its time, and the host's seconds to queue
+    it beside the spin before it (a call whose queueing outlasts its spin is bound by its host)."""
+
+    output: Any
+    seconds: float
+    queued: float
+    hold: float
 
 
 class TrustedReference:
@@ -73,37 +83,52 @@ class TrustedReference:
             self._pool.make_room(shape.name)
         return self.instance.inputs(shape, seed)
 
-    def run(self, shape: Shape, inputs: list[Any], timed: bool = False,
-            graph: bool = False, pool_sets: int | None = None) -> tuple[Any, float | None]:
-        """The expected output for these inputs, and its time when asked: timed like the candidate,
-        from the same kind of input pool, in a CUDA graph when it is.
+    def run(self, shape: Shape, inputs: list[Any]) -> Any:
+        """The expected output for these inputs, untimed.
 
         The reference runs on the inputs themselves, not a copy (a copy of a 6 GB input is 6 GB the
         device may not have); a reference that changed them in place (their version counters moved)
-        gets them made again from the same seed by the caller (`changed_inputs`). A timed call's
-        inputs join a pool of `pool_sets` (the memory plan's figure, the same as the child's)."""
+        gets them made again from the same seed by the caller (`changed_inputs`)."""
         model = self.instance.model(shape)
         versions = _versions(inputs)
+        with torch.no_grad(), blame_reference("the reference forward"):
+            out = model(*inputs)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+        self.changed_inputs = _versions(inputs) != versions
+        return out
+
+    def run_block(self, shape: Shape, seeds: list[int], graph: bool = False,
+                  pool_sets: int | None = None) -> list[Timed]:
+        """Timed calls on the inputs of each seed, queued back to back and waited for once, as the
+        child queues the candidate's (measure/timer.py): the same clock, the same kind of input
+        pool (`pool_sets` sets, the memory plan's figure, as the child keeps), each call's inputs
+        made after the last call's end event in stream order; a CUDA-graph replay when `graph`."""
+        model = self.instance.model(shape)
+        clock, queued = self.clock, []
+        with torch.no_grad(), blame_reference("the reference forward"):
+            for seed in seeds:
+                out = self._queue(shape, model, self.inputs(shape, seed, timed=True), graph, pool_sets)
+                queued.append((out, float(getattr(clock, "last_queued", 0.0)), float(getattr(clock, "last_hold", 0.0))))
+            seconds = clock.collect()
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+        return [Timed(out, taken, host, hold) for (out, host, hold), taken in zip(queued, seconds)]
+
+    def _queue(self, shape: Shape, model: Any, inputs: list[Any], graph: bool, pool_sets: int | None) -> Any:
+        """One timed call queued on the clock; its output (a copy of a graph's, which the next replay overwrites)."""
+        if graph and self.device.type == "cuda":
+            graphed = self._graphs.load(shape.name, model, inputs)
+            self.clock.queue(graphed.replay)
+            return clone(graphed.outputs)
+        self._pool.admit(inputs, shape.name, pool_sets)  # as many sets as the child keeps
         box: dict[str, Any] = {}
 
         def call() -> None:
             box["out"] = model(*inputs)
 
-        with torch.no_grad(), blame_reference("the reference forward"):
-            seconds = None
-            if timed and graph and self.device.type == "cuda":
-                graphed = self._graphs.load(shape.name, model, inputs)
-                seconds = self.clock.time(graphed.replay)
-                box["out"] = clone(graphed.outputs)  # the next replay overwrites them
-            elif timed:
-                self._pool.admit(inputs, shape.name, pool_sets)  # as many sets as the child keeps
-                seconds = self.clock.time(call)
-            else:
-                call()
-            if self.device.type == "cuda":
-                torch.cuda.synchronize(self.device)
-        self.changed_inputs = _versions(inputs) != versions
-        return box["out"], seconds
+        self.clock.queue(call)
+        return box["out"]
 
     def release(self) -> None:
         import gc
