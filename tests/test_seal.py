@@ -37,7 +37,7 @@ def test_the_sealed_clock_times_a_call_and_carries_its_exception():
     done = sealed_process("""
         import time
         took = sealed.timer.cpu_time(lambda: time.sleep(0.02))
-        assert 0.02 <= took < 0.5, took
+        assert 0.02 <= took < 5, took  # the call's time, not a figure from elsewhere (a loaded host stretches it)
         try:
             sealed.timer.cpu_time(lambda: 1 / 0)
         except ZeroDivisionError:
@@ -102,7 +102,8 @@ def test_writes_through_proc_self_mem_are_refused():
     assert "refused" in done.stdout and "written" not in done.stdout
 
 
-def _floor(untimed_us: float, harness_us: list[float], after_us: list[float], reported_us: float = 50.0):
+def _floor(untimed_us: float, harness_us: list[float], after_us: list[float], reported_us: float = 50.0,
+           device: str = "cuda"):
     from types import SimpleNamespace
 
     from rooftop.pipeline.timing import judge_floor
@@ -111,7 +112,7 @@ def _floor(untimed_us: float, harness_us: list[float], after_us: list[float], re
 
     shape = Shape(name="s", params={})
     ev = SimpleNamespace(harness_cost={"s": [x / 1e6 for x in harness_us]}, verdict=SimpleNamespace(warnings=[]),
-                         device="cuda")
+                         device=device)
     result = ShapeResult(shape="s", params={}, split="visible")
     result.candidate = SimpleNamespace(median=reported_us / 1e6)
     forged = judge_floor(ev, shape, result, [untimed_us / 1e6 + 1e-6 * (i % 3) for i in range(50)],
@@ -127,6 +128,28 @@ def test_the_wall_floor_passes_the_harness_noise_and_names_work_it_did_not_time(
     assert forged is not None and forged.startswith("[wall-floor]")
     _, warnings, forged = _floor(untimed_us=900, harness_us=[800] * 8, after_us=[3000] * 8)
     assert warnings and "[wall-floor]" in warnings[0] and forged is None
+
+
+def test_a_cpu_s_wall_floor_speaks_of_the_cpu_and_a_shared_one_says_nothing_was_forged(monkeypatch):
+    """A CPU has no spin; and on a shared CPU a breach is the machine's load, not a forgery."""
+    from types import SimpleNamespace
+
+    from rooftop.pipeline import timing
+    from rooftop.problem.spec import Shape
+    from rooftop.verdict import ShapeResult
+
+    _, _, forged = _floor(untimed_us=9000, harness_us=[800] * 8, after_us=[], device="cpu")
+    assert forged is not None and "GPU" not in forged and "spin" not in forged
+    monkeypatch.setattr(timing, "_time_once", lambda *args: forged)
+    monkeypatch.setattr(timing, "sample_load", lambda pids: None)
+    monkeypatch.setattr(timing, "assess", lambda *args: SimpleNamespace(contended=True, reasons=["busy"]))
+    monkeypatch.setattr(timing.time, "sleep", lambda seconds: None)
+    ev = SimpleNamespace(device="cpu", cpu_load=None, own_pids=lambda: [], verdict=SimpleNamespace(warnings=[]))
+    result = ShapeResult(shape="s", params={}, split="visible")
+    result.candidate = result.reference = SimpleNamespace(samples=[])
+    timing.time_shape(ev, Shape(name="s", params={}), result, None, False)
+    warning = ev.verdict.warnings[1]
+    assert warning.startswith("[wall-floor]") and "forged or" not in warning and "nothing says" in warning
 
 
 @pytest.mark.parametrize("contended, breaches", [(False, 2), (False, 1), (True, 2)])

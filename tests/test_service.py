@@ -212,7 +212,6 @@ def test_batch_of_a_folder_gives_the_single_path_s_verdicts(tmp_path):
     assert store.count("evaluations") == len(jobs)
     refused = store.verdict(jobs["forbidden.py"]["evaluation_id"])
     assert refused is not None and refused.failed_gate.value == "static" and "child_start" not in refused.phases
-    assert refused.wall_seconds < 0.5
     store.close()
     again = rooftop("batch", str(folder), "--problem", SCALE, "--device", "cpu", "--db", str(db))
     assert again.returncode == 0 and "6 were already queued or judged" in again.stdout

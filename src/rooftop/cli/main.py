@@ -339,7 +339,7 @@ def _usage_message(exc: Exception) -> str | None:
     """The parser's message when `exc` is one of its usage errors (exit code 2), else None."""
     format_message = getattr(exc, "format_message", None)
     if getattr(exc, "exit_code", None) == 2 and callable(format_message):
-        return str(format_message())
+        return str(format_message()).replace("Value error, ", "")  # pydantic's prefix, from typer's enum check
     return None
 
 

@@ -136,7 +136,9 @@ def time_shape(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
                                f"({'; '.join(found.reasons)}); its times and speedup are not trustworthy and "
                                "the reward counts its speedup as 0x")
     if forged:
-        ev.verdict.warnings.append(f"{forged} (not judged: the machine was shared while timing)")
+        ev.verdict.warnings.append(f"{forged.split(', so the reported times')[0]} (not judged: the CPU was shared "
+                                   "with other work while timing, which slows the harness's own work as much; "
+                                   "nothing says the times were forged)")
 
 
 def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: TimingPolicy,
@@ -232,8 +234,9 @@ def judge_floor(ev: Evaluation, shape: Shape, result: ShapeResult, untimed: list
                                    f"{statistics.median(after) * 1e6:.0f} us after timing")
     if outside <= allowed:
         return None
+    spin = "" if ev.device == "cpu" else ", the GPU's spin"
     return (f"[wall-floor] shape '{shape.name}': each call's round trip on the trusted clock held a median "
-            f"{outside * 1e6:.0f} us more than its reported {reported * 1e6:.1f} us, the GPU's spin and the "
+            f"{outside * 1e6:.0f} us more than its reported {reported * 1e6:.1f} us{spin} and the "
             f"harness's own {fixed * 1e6:.0f} us per call (measured before any solution code ran); more than "
             f"{allowed * 1e6:.0f} us of work went untimed, so the reported times are forged or the work ran "
             "outside the clock")
