@@ -78,7 +78,16 @@ def test_a_missing_model_new_lists_the_classes_found(tmp_path):
     solution.write_text((FIXTURES / "solutions/good.py").read_text().replace("class ModelNew", "class MyModel"))
     v = run("scale", solution)
     assert v.status.value == "init_error"
-    assert "neither ModelNew nor Model" in v.messages[0] and "MyModel" in v.messages[0]
+    assert "no ModelNew" in v.messages[0] and "MyModel" in v.messages[0]
+
+
+def test_a_file_with_only_class_model_is_not_a_solution(tmp_path):
+    """A KernelBench user expects an error naming ModelNew, not a reference judged `correct`."""
+    solution = tmp_path / "only_model.py"
+    solution.write_text((FIXTURES / "solutions/good.py").read_text().replace("class ModelNew", "class Model"))
+    v = run("scale", solution)
+    assert v.status.value == "init_error" and "no ModelNew" in v.messages[0]
+    assert "ModelNew = Model" in v.messages[0]
 
 
 def test_the_runner_emits_structured_events_in_order():

@@ -263,15 +263,18 @@ HANDLERS: dict[str, Callable[[Harness, Any], _Reply]] = {
 
 
 def candidate_class(module: ModuleType | None) -> type:
-    """ModelNew, else Model; a module with neither is an init_error that lists the classes it has."""
-    cls = getattr(module, "ModelNew", None) or getattr(module, "Model", None)
+    """ModelNew; a module without it is an init_error that lists the classes it has. A module with
+    only `Model` is one too: a KernelBench user expects the class named ModelNew, and a file that
+    is the reference unchanged would otherwise pass as a solution without a word."""
+    cls = getattr(module, "ModelNew", None)
     if cls is not None:
         return cls
     found = sorted(name for name, value in vars(module).items()
                    if inspect.isclass(value) and getattr(value, "__module__", "") == getattr(module, "__name__", ""))
     listed = f"; it defines {', '.join(found)}" if found else "; it defines no classes"
-    raise GateFailed(Status.init_error, f"the solution defines neither ModelNew nor Model{listed} "
-                     "(the class to evaluate must be named ModelNew)")
+    hint = " (to judge a reference as its own solution, add `ModelNew = Model`)" if "Model" in found else ""
+    raise GateFailed(Status.init_error, f"the solution defines no ModelNew{listed}: the class to evaluate must be "
+                     f"named ModelNew{hint}")
 
 
 def _same_names(ref_state: dict, state: dict) -> bool:
