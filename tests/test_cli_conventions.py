@@ -151,3 +151,43 @@ def test_input_errors_are_answered_before_heavy_imports(args, needle, tmp_path):
     assert proc.returncode == 2 and needle in proc.stderr
     assert "torch imported: False" in proc.stderr, proc.stderr
     assert "Value error" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _gpu_shape(name: str, ratio: float, **fields):
+    from rooftop.measure.measurement import TimingStats
+    from rooftop.verdict import ShapeResult
+
+    reference = [1e-3 * (1 + 1e-3 * (i % 7)) for i in range(60)]
+    stats = {"clock": "cuda_event", "sm_clock_mhz": [1980.0] * 60, "stopped_by": "precision"}
+    return ShapeResult(shape=name, split="held_out", params={"n": 1}, correct=True,
+                       candidate=TimingStats(samples=[r / ratio for r in reference], **stats),
+                       reference=TimingStats(samples=reference, **stats), **fields)
+
+
+def test_the_shape_table_fits_120_columns_and_speaks_in_significant_digits():
+    """A GPU verdict with every column there is (the SM clock, a second baseline, estimated
+    figures, flags): each row on one line at 120 columns, no cell cut short; a 0.0031x speedup
+    is not 0.00x; an elementwise op without a flop count gets no TFLOP/s column, its GB/s stays."""
+    from rich.console import Console
+
+    from rooftop.cli.render import shape_table
+    from rooftop.pipeline.scoring import set_speedup
+    from rooftop.verdict import Status, Verdict
+
+    shapes = [_gpu_shape("b16_s4096_d128_causal", 0.0031, gbps=1234.6, speedups={"compile": 0.0029},
+                         flags=["host-bound"]),
+              _gpu_shape("tiny_odd", 1.234, gbps=98.7, speedups={"compile": 1.1}, flags=["contention"])]
+    for shape in shapes:
+        set_speedup(shape, 0.0025, "default")
+    verdict = Verdict(status=Status.correct, reward=0.0, problem="p", problem_version=1, solution="s.py",
+                      source_hash="0", shapes=shapes, figures="estimated")
+    console = Console(width=120, record=True)
+    console.print(shape_table(verdict, console.width))
+    lines = console.export_text().splitlines()
+    rows = [line for line in lines if line.startswith(("b16_", "tiny_odd"))]
+    assert len(rows) == 2 and all(len(line) <= 120 for line in lines), lines
+    assert "…" not in "\n".join(rows) and "b16_s4096_d128_causal" in rows[0] and "host-bound" in rows[0]
+    assert "0.0031x" in rows[0] and "0.00x" not in rows[0] and "1.23x" in rows[1] and "*" in rows[1]
+    assert "TFLOP/s" not in lines[0] and "GB/s" in lines[0] and "1235" in rows[0]
+    caption = " ".join(" ".join(lines).split())  # wrapped
+    assert "not measured on 'tiny_odd' (machine shared)" in caption and "left out for width: MHz" in caption

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from rooftop.score.reward import unmeasured, unmeasured_note
-from rooftop.verdict import Status, Verdict
+from rooftop.verdict import ShapeResult, Status, Verdict
 
 STATUS_STYLE = {
     Status.correct: "bold green", Status.incorrect: "bold red", Status.runtime_error: "bold red",
@@ -27,7 +28,7 @@ def seconds(value: float | None) -> str:
     if value < 1e-3:
         return f"{value * 1e6:.1f} µs"
     if value < 1:
-        return f"{value * 1e3:.3f} ms"
+        return f"{value * 1e3:.4g} ms"
     return f"{value:.2f} s"
 
 
@@ -62,7 +63,7 @@ def print_verdict(verdict: Verdict, console: Console) -> None:
                       + (f" · triton {env.triton}" if env.triton else "")
                       + (f" · CUDA {env.cuda}" if env.cuda else ""), style="dim", highlight=False)
     if any(r.checks or r.candidate for r in verdict.shapes):
-        console.print(shape_table(verdict))
+        console.print(shape_table(verdict, console.width))
     if verdict.inputs:
         console.print(f"inputs: {verdict.inputs}", style="dim", highlight=False)
     if verdict.traced_calls:
@@ -96,50 +97,102 @@ def phase_table(verdict: Verdict) -> Table:
     return table
 
 
-def shape_table(verdict: Verdict) -> Table:
-    clocks = {r.candidate.clock for r in verdict.shapes if r.candidate}
+def figure(value: float | None) -> str:
+    """A rate (TFLOP/s, GB/s) with three significant digits, and no exponent from 100 up."""
+    if value is None or value != value:
+        return "-"
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def ratio(value: float | None) -> str:
+    """A speedup with the digits that matter: two decimals from 0.1x, two significant digits below
+    (0.0031x, not 0.00x)."""
+    if value is None or value != value:
+        return "-"
+    return f"{value:.2f}x" if value >= 0.095 else f"{value:.2g}x"
+
+
+# columns a narrow terminal goes without, first to last; the caption names them (--json has all)
+OPTIONAL = ("MHz", "max err", "±", "split", "n", "vs ")
+
+
+def shape_table(verdict: Verdict, width: int | None = None) -> Table:
+    """One row per shape, each on one line within `width` columns: a figure no shape has (TFLOP/s
+    of an elementwise op, the SM clock on a CPU) gets no column, what is said at length (why a
+    speedup was not measured, what stopped the sampling) goes under the table, and where the rest
+    is still too wide the `OPTIONAL` columns go, in that order, and the caption says so."""
+    shapes = verdict.shapes
+    clocks = {r.candidate.clock for r in shapes if r.candidate}
     caption = {"cuda_event": "times: CUDA events, one pair per call, L2 flushed before each"
                + (", CUDA-graph replays" if verdict.graphs else ""),
                "cpu_perf_counter": "times: CPU timings (time.perf_counter), not GPU times"}
-    others = sorted({k for r in verdict.shapes for k in r.speedups if k != "eager"})
-    with_clock = any(r.candidate and r.candidate.clock_median_mhz for r in verdict.shapes)
-    with_flags = any(r.flags for r in verdict.shapes)
+    others = sorted({k for r in shapes for k in r.speedups if k != "eager"})
+    figures = [(col, key) for col, key in (("TFLOP/s", "tflops"), ("GB/s", "gbps"))
+               if any(getattr(r, key) is not None for r in shapes)]
+    cells: dict[str, list[str]] = {"shape": [r.shape for r in shapes], "split": [r.split for r in shapes]}
+    cells["ok"] = ["-" if r.correct is None else ("yes" if r.correct else "NO") for r in shapes]
+    cells["max err"] = [number(max((c.max_abs_error for c in r.checks if c.max_abs_error is not None), default=None),
+                               "{:.1e}") for r in shapes]
     # ±: the median's relative standard error (from its 95 % distribution-free interval); the
     # speedup over eager is the median of paired per-call ratios, with its 95 % interval
-    columns = ["shape", "split", "ok", "max err", "median", "±", "n", "stop", *(["MHz"] if with_clock else []),
-               "eager", "speedup", *[f"vs {k}" for k in others],
-               *[col + estimated(verdict) for col in ("TFLOP/s", "GB/s", "roof")],
-               *(["flags"] if with_flags else [])]
+    cells["median"] = [seconds(r.candidate.median) if r.candidate else "-" for r in shapes]
+    cells["±"] = [number(r.candidate.rse if r.candidate else None, "{:.2%}") for r in shapes]
+    cells["n"] = [str(r.candidate.n) if r.candidate else "-" for r in shapes]
+    if any(r.candidate and r.candidate.clock_median_mhz for r in shapes):
+        cells["MHz"] = [number(r.candidate.clock_median_mhz if r.candidate else None, "{:.0f}") for r in shapes]
+    cells["eager"] = [seconds(r.reference.median) if r.reference else "-" for r in shapes]
+    cells["speedup"] = [_speedup(r) for r in shapes]
+    for k in others:
+        cells[f"vs {k}"] = [ratio(r.speedups.get(k)) for r in shapes]
+    for col, key in figures:
+        cells[col] = [figure(getattr(r, key)) for r in shapes]
+    cells["roof"] = [number(r.roofline_fraction, "{:.1%}") if r.roofline_fraction is not None else "-"
+                     for r in shapes]
+    if any(r.flags for r in shapes):
+        cells["flags"] = [", ".join(r.flags) for r in shapes]
     notes = [caption.get(c, c) for c in sorted(clocks)]
     if estimated(verdict):
-        notes.append("est.: flops and bytes estimated by rooftop, not the problem's formulas")
+        notes.append("TFLOP/s, GB/s and roof from flops and bytes estimated by rooftop, not the problem's formulas")
     notes += spread_notes(verdict)
-    notes += sorted({r.no_interval for r in verdict.shapes if r.no_interval})
-    table = Table(show_edge=False, header_style="bold", caption=" · ".join(notes) or None)
-    for col in columns:
-        table.add_column(col, justify="left" if col in ("shape", "split", "flags") else "right")
-    for r in verdict.shapes:
-        err = max((c.max_abs_error for c in r.checks if c.max_abs_error is not None), default=None)
-        correct = "-" if r.correct is None else ("yes" if r.correct else "NO")
-        c = r.candidate
-        speedup = number(r.speedup, "{:.2f}x")
-        if r.speedup_low is not None and r.speedup_high is not None:
-            speedup += f" ({r.speedup_low:.2f}–{r.speedup_high:.2f})"
-        if r.untrusted:
-            speedup += f" (not measured: {r.untrusted}; ignored by the reward)"
-        elif r.speedup is not None and r.speedup_low is None:
-            speedup += " (no interval)"
-        row = [r.shape, r.split, correct, number(err, "{:.1e}"),
-               seconds(c.median) if c else "-", number(c.rse if c else None, "{:.2%}"),
-               str(c.n) if c else "-", c.stopped_by if c else "-",
-               *([number(c.clock_median_mhz if c else None, "{:.0f}")] if with_clock else []),
-               seconds(r.reference.median) if r.reference else "-", speedup,
-               *[number(r.speedups.get(k), "{:.2f}x") for k in others],
-               number(r.tflops, "{:.2f}"), number(r.gbps, "{:.1f}"),
-               number(r.roofline_fraction, "{:.1%}") if r.roofline_fraction is not None else "-",
-               *([", ".join(r.flags)] if with_flags else [])]
+    notes += sorted({r.no_interval for r in shapes if r.no_interval})
+    for why in sorted({r.untrusted for r in shapes if r.untrusted}):
+        named = ", ".join(f"'{r.shape}'" for r in shapes if r.untrusted == why)
+        notes.append(f"* not measured on {named} ({why}): ignored by the reward")
+    stops = sorted({r.candidate.stopped_by for r in shapes if r.candidate and r.candidate.stopped_by})
+    if stops:
+        notes.append("sampling stopped by " + ", ".join(stops))
+    left_out: list[str] = []
+    for optional in ("", *OPTIONAL):
+        for col in [c for c in cells if optional and c.startswith(optional)]:
+            left_out.append(col)
+            del cells[col]
+        if width is None or _width(cells) <= width:
+            break
+    if left_out:
+        notes.append(f"left out for width: {', '.join(left_out)} (a wider terminal or --json shows them)")
+    table = Table(show_edge=False, header_style="bold", caption=" · ".join(notes) or None, box=box.SIMPLE_HEAD,
+                  padding=(0, 1, 0, 0))
+    for col in cells:
+        table.add_column(col, justify="left" if col in ("shape", "split", "flags") else "right", no_wrap=True)
+    for row in zip(*cells.values()):
         table.add_row(*row)
     return table
+
+
+def _width(cells: dict[str, list[str]]) -> int:
+    """The table's width: each column's widest cell or header, its padding and the rule between columns."""
+    return sum(max(len(col), *(len(v) for v in values)) + 2 for col, values in cells.items())
+
+
+def _speedup(r: ShapeResult) -> str:
+    speedup = ratio(r.speedup)
+    if r.speedup_low is not None and r.speedup_high is not None:
+        speedup += f" ({ratio(r.speedup_low)[:-1]}–{ratio(r.speedup_high)[:-1]})"
+    if r.untrusted:
+        speedup += "*"
+    elif r.speedup is not None and r.speedup_low is None:
+        speedup += " (no interval)"
+    return speedup
 
 
 def spread_notes(verdict: Verdict) -> list[str]:
