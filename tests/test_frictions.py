@@ -181,3 +181,24 @@ def test_busy_neighbours_during_cpu_timing_are_flagged_not_rewarded():
     assert "contention" in shape.flags
     assert any(w.startswith("[contention]") for w in v.warnings)
     assert v.summary.geomean_speedup is None and v.reward == -1.0  # the least a correct kernel gets
+
+
+def test_the_command_adapter_s_cli_form_is_checked_before_anything_runs(tmp_path):
+    """`--adapter command` with no command line: a usage error naming the flags to use (not a
+    config key), exit 2, nothing recorded; `--executable X --arg Y` is the program and what
+    follows it; the flags say what they are."""
+    from rooftop.agents.runner import AgentConfig
+
+    db = tmp_path / "r.db"
+    proc = rooftop("agent", "run", "examples/softmax", "--adapter", "command", "--db", str(db),
+                   "--out", str(tmp_path / "runs"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert "--executable" in line and "--arg" in line and "`args`" in line
+    assert not db.exists() and not (tmp_path / "runs").exists()
+    agent = AgentConfig(adapter="command", executable="my-agent", args=["{prompt_file}"])
+    assert agent.args == ["my-agent", "{prompt_file}"] and agent.executable is None
+    helped = rooftop("agent", "run", "--help").stdout
+    for flag in ("--executable", "--model"):
+        described = helped.split(flag, 1)[1].split("\n  -", 1)[0]
+        assert len(described.split()) > 3, (flag, described)

@@ -25,7 +25,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rooftop.agents.adapters import Adapter
 from rooftop.agents.adapters import adapter as find_adapter
@@ -71,6 +71,20 @@ class AgentConfig(BaseModel):
     @classmethod
     def _endpoints(cls, value: list[str]) -> list[str]:
         return value if value == ["*"] else [endpoint(v) for v in value]
+
+    @model_validator(mode="after")
+    def _command_line(self) -> AgentConfig:
+        """The `command` adapter's whole command line is `args`; an `executable` given beside them is
+        its program, and the args are what follows it (as `--executable X --arg Y` reads)."""
+        if self.adapter != "command":
+            return self
+        if self.executable:
+            self.args, self.executable = [self.executable, *self.args], None
+        if not self.args or not self.args[0].strip():
+            raise ValueError("the command adapter needs the agent's command line: its program (--executable, or "
+                             "`executable` in a config) and each argument after it (--arg, or `args`), e.g. "
+                             "--executable my-agent --arg=--model --arg '{model}' --arg '{prompt_file}'")
+        return self
 
     @property
     def label(self) -> str:

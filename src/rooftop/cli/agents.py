@@ -56,12 +56,17 @@ def sweep_command(
 def agent_run_command(
     problem: Annotated[str, typer.Argument(metavar="PROBLEM", help="a problem name or folder")],
     adapter: Annotated[str, typer.Option("--adapter", metavar="NAME", help="the agent CLI (rooftop agent list)")],
-    model: Annotated[str | None, typer.Option("--model", metavar="MODEL")] = None,
+    model: Annotated[str | None, typer.Option("--model", metavar="MODEL", help="the model the agent runs with "
+                                              "(default: its CLI's own)")] = None,
     env: Annotated[list[str] | None, typer.Option("--env", metavar="NAME", help="an environment variable to pass "
                                                   "to the agent (its API key); repeatable")] = None,
     arg: Annotated[list[str] | None, typer.Option("--arg", metavar="ARG", help="an extra argument for the CLI; "
-                                                  "repeatable")] = None,
-    executable: Annotated[str | None, typer.Option("--executable", metavar="PATH")] = None,
+                                                  "repeatable (the command adapter: every argument after its "
+                                                  "program, with {prompt_file}, {model}, {workspace} filled in)")
+                   ] = None,
+    executable: Annotated[str | None, typer.Option("--executable", metavar="PATH", help="the agent CLI to start "
+                                                   "(default: the adapter's, on PATH; the command adapter: its "
+                                                   "program)")] = None,
     endpoint: Annotated[list[str] | None, typer.Option(
         "--endpoint", metavar="HOST:PORT", help="what the agent may reach from its sandbox instead of its provider "
         "(a URL, or '*' for the host's network); repeatable")] = None,
@@ -83,7 +88,9 @@ def agent_run_command(
         agent = AgentConfig(adapter=adapter, models=[model] if model else [], env=env or [], args=arg or [],
                             executable=executable, endpoints=endpoint or [], timeout=timeout, max_turns=max_turns)
     except ValidationError as exc:
-        raise UserError(f"--endpoint: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+        error = exc.errors()[0]
+        flag = {"endpoints": "--endpoint"}.get(str(error["loc"][0]) if error["loc"] else "", "--adapter command")
+        raise UserError(f"{flag}: {error['msg'].removeprefix('Value error, ')}") from None
     _run(_single(agent, problem, device, sandbox, agent_sandbox, db, out_dir), as_json)
 
 
