@@ -281,9 +281,10 @@ def test_the_client_and_the_remote_env_over_a_real_server(decks, tmp_path):
             Client(url).splits()
         client = Client(url, token=TOKEN)
         assert any(t["name"] == "fixtures/scale" for t in client.tasks("fixtures"))
-        env = client.env("fixtures/scale", reward="kevin", max_turns=2)
-        prompt, info = env.reset()
+        env = client.env(reward="kevin", max_turns=2)
+        prompt, info = env.reset("fixtures/scale")  # the local env's signature: reset(task)
         assert "ModelNew" in prompt and info["max_turns"] == 2
+        assert set(info) == {"episode", "task", "tools", "max_turns", "shapes"} and info["shapes"] == "smoke"
         text, reward, terminated, truncated, info = env.step({"tool": "run_kernel", "code": GOOD})
         assert text.startswith("status: correct") and not terminated
         text, reward, terminated, truncated, info = env.step({"tool": "finish"})

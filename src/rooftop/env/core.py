@@ -230,7 +230,7 @@ class _EpisodeRules:
             verdict = self._verdict(plan, result)
             episode.final_reward = self._reward(verdict)
             view = agent_view(verdict, episode.final_reward, graded=True)
-            text = "graded on every shape\n" + render(view)
+            text = graded_on(verdict, episode) + "\n" + render(view)
         episode.turns.append(Turn(tool="finish", job=plan.job, status=view.status if view else None,
                                   reward=episode.final_reward))
         episode.terminated, episode.truncated = not truncated, truncated
@@ -260,6 +260,22 @@ class _EpisodeRules:
     def _problem(self) -> Problem:
         assert self.problem is not None  # set with the episode
         return self.problem
+
+
+def graded_on(verdict: Verdict, episode: Episode) -> str:
+    """What the final grade ran, said as it is: the shapes by split, and why no held-out shape ran
+    when none did (a CPU grades its smoke shapes, the ones run_kernel ran)."""
+    splits: dict[str, int] = {}
+    for shape in verdict.shapes:
+        splits[shape.split] = splits.get(shape.split, 0) + 1
+    ran = ", ".join(f"{count} {split.replace('_', '-')}" for split, count in splits.items()) or "no shape"
+    line = f"graded on {ran} shape(s)"
+    if "held_out" not in splits:
+        same = episode.graded_shapes == episode.run_shapes
+        line += (f" ({episode.graded_shapes}: the same shapes run_kernel ran, so no held-out shape was judged"
+                 f"{'; on a GPU the grade runs every shape' if episode.graded_shapes == 'smoke' else ''})"
+                 if same else " (no held-out shape ran)")
+    return line
 
 
 class KernelEnv(_EpisodeRules):

@@ -84,6 +84,7 @@ class SessionOut(BaseModel):
     state: str  # open, done, closed, expired
     prompt: str
     max_turns: int
+    shapes: str  # the shapes run_kernel runs (a group or names)
     turns: int
     best_reward: float | None
     final_reward: float | None
@@ -281,6 +282,7 @@ def _load(service: Evaluator, ident: str) -> tuple[Episode, str]:
 def _session_out(episode: Episode, state: str) -> SessionOut:
     problem = _problem(episode.task)
     return SessionOut(id=episode.id, task=episode.task, state=state, max_turns=episode.max_turns,
+                      shapes=episode.run_shapes,
                       prompt=task_prompt(problem, episode.run_shapes, episode.max_turns), turns=episode.runs,
                       best_reward=episode.best_reward, final_reward=episode.final_reward)
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import httpx
 
+from rooftop.errors import UserError
+
 
 class ServerError(Exception):
     """The server said no: its status code and its one-line reason."""
@@ -77,21 +79,28 @@ class Client:
             time.sleep(every)
         return found
 
-    def env(self, task: str, reward: str = "default", max_turns: int | None = None) -> RemoteEnv:
+    def env(self, task: str | None = None, reward: str = "default", max_turns: int | None = None) -> RemoteEnv:
         return RemoteEnv(self, task, reward, max_turns)
 
 
 class RemoteEnv:
-    """`KernelEnv`'s reset and step, with the episode kept by the server."""
+    """`KernelEnv`'s reset and step, with the episode kept by the server: `reset(task)` as the
+    local env's (the task given here is the default), the same observation and info."""
 
-    def __init__(self, client: Client, task: str, reward: str = "default", max_turns: int | None = None) -> None:
+    def __init__(self, client: Client, task: str | None = None, reward: str = "default",
+                 max_turns: int | None = None) -> None:
         self.client, self.task, self.reward, self.max_turns = client, task, reward, max_turns
         self.session: str | None = None
 
-    def reset(self) -> tuple[str, dict[str, Any]]:
-        made = self.client.new_session(self.task, self.reward, self.max_turns)
-        self.session = made["id"]
-        return made["prompt"], {"episode": made["id"], "task": made["task"], "max_turns": made["max_turns"]}
+    def reset(self, task: str | None = None, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        task = task or self.task
+        if not task:
+            raise UserError("reset: name a task (reset(task), or Client.env(task))")
+        made = self.client.new_session(task, self.reward, self.max_turns)
+        self.session, self.task = made["id"], task
+        return made["prompt"], {"episode": made["id"], "task": made["task"], "tools": ["run_kernel", "finish"],
+                                "max_turns": made["max_turns"], "shapes": made["shapes"]}
 
     def step(self, action: dict[str, Any]) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if self.session is None:
