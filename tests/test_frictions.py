@@ -202,3 +202,26 @@ def test_the_command_adapter_s_cli_form_is_checked_before_anything_runs(tmp_path
     for flag in ("--executable", "--model"):
         described = helped.split(flag, 1)[1].split("\n  -", 1)[0]
         assert len(described.split()) > 3, (flag, described)
+
+
+def test_a_problem_is_named_one_way_everywhere_and_a_missing_deck_points_at_rooftop_decks(monkeypatch, tmp_path):
+    """`problems show softmax` finds examples/softmax as `results --problem softmax` does; a name
+    that ends several problems is an error listing them; an imported deck's name that is not
+    found says where decks are looked up and how to add one."""
+    from rooftop.errors import UserError
+    from rooftop.problem.registry import resolve
+
+    monkeypatch.setenv("ROOFTOP_DECKS", str(tmp_path))
+    for level in ("level1", "level2"):
+        folder = tmp_path / "kb" / level / "relu"
+        folder.mkdir(parents=True)
+        for name in ("problem.yaml", "reference.py"):
+            (folder / name).write_text((FIXTURES / "problems/scale" / name).read_text())
+    assert resolve("softmax").name == "examples/softmax" == resolve("examples/softmax").name
+    with pytest.raises(UserError, match="names 2 problems of the decks .*kb/level1/relu.*kb/level2/relu"):
+        resolve("relu")
+    with pytest.raises(UserError, match="ROOFTOP_DECKS") as missing:
+        resolve("kernelbench/level1/19_ReLU")
+    assert str(tmp_path) in str(missing.value)
+    shown = rooftop("problems", "show", "softmax")
+    assert shown.returncode == 0 and "examples/softmax" in shown.stdout

@@ -93,7 +93,9 @@ def deck_name_of(folder: Path) -> str | None:
 
 
 def resolve(name_or_path: str) -> Problem:
-    """A path that exists wins; otherwise a deck problem's name."""
+    """A path that exists wins; otherwise a deck problem's name, or its trailing components when
+    they name one problem of the decks ('softmax' for 'examples/softmax', as `results --problem`
+    reads stored names); several such problems are an error that lists them."""
     path = Path(name_or_path)
     if path.exists():
         # a deck's problem reached by its path keeps its name (and so its stored baselines)
@@ -104,6 +106,13 @@ def resolve(name_or_path: str) -> Problem:
             candidate = root / name_or_path
             if (candidate / "problem.yaml").is_file():
                 return load_problem(candidate, bundled_name=name_or_path)
+    short = name_or_path.strip("/")
+    ending = [n for n in bundled_names() if short and n.endswith("/" + short)] if _valid_name(short) else []
+    if len(ending) == 1:
+        return resolve(ending[0])
+    if ending:
+        raise UserError(f"problem '{name_or_path}': names {len(ending)} problems of the decks "
+                        f"({', '.join(ending[:6])}{', ...' if len(ending) > 6 else ''}); give the whole name")
     raise UserError(f"problem '{name_or_path}': no such file or folder, and not a problem of a deck"
                     + _hint(name_or_path))
 
@@ -126,9 +135,14 @@ def _hint(name: str) -> str:
     close = difflib.get_close_matches(name, known, n=3)
     if close:
         return f" (did you mean {', '.join(repr(c) for c in close)}?)"
+    where = ""
+    if "/" in name and name.split("/", 1)[0] not in deck_names():
+        where = (f"; imported decks are looked up in {user_decks_root()} (ROOFTOP_DECKS"
+                 f"{'' if os.environ.get('ROOFTOP_DECKS') else ', unset'}): after `rooftop import ... --into DIR`, "
+                 "set ROOFTOP_DECKS=DIR, or give the problem's path")
     if len(known) <= 12:
-        return f"; problems: {', '.join(known)}" if known else ""
-    return f"; decks: {', '.join(deck_names())} (`rooftop problems` lists their problems)"
+        return (f"; problems: {', '.join(known)}" if known else "") + where
+    return f"; decks: {', '.join(deck_names())} (`rooftop problems` lists their problems){where}"
 
 
 def expected_statuses(problem: Problem) -> dict[str, dict[str, str]]:
