@@ -478,7 +478,7 @@ def test_selfcheck_passes_sound_references_and_fails_the_others(kb, tmp_path):
     for row in rows:
         assert row["status"] == "correct" and row["passed"] and not row["interval_checked"]
         assert "on a CPU the speedup interval is not checked" in row["reason"]
-        assert row["shapes"][0]["shape"] == "default"
+        assert row["shapes"][0]["shape"] == "smoke"  # derived on import: a CPU checks that, not the full size
     proc = rooftop("selfcheck", "kernelbench/level3/5_Flaky", "--device", "cpu", decks=decks)
     assert proc.returncode == 1
     assert "kernelbench/level3/5_Flaky" in proc.stdout and "incorrect" in proc.stdout and "fail" in proc.stdout
@@ -580,3 +580,28 @@ def test_the_references_own_imports_are_allowed_to_solutions(tmp_path, decks):
     assert check_source(solution.read_text(), relaxed(problem).spec.policy) == []
     refused = check_source(solution.read_text(), relaxed(problem).spec.policy.model_copy(update={"extra_imports": []}))
     assert any("einops" in str(r) for r in refused)
+
+
+def test_an_imported_file_gets_a_cpu_smoke_shape_derived_from_its_constants(tmp_path):
+    """19_ReLU's real sizes are 6.4 GB of input: the import halves its size constants until the
+    counted bytes fit 1 MiB, checks the reference runs there on the CPU, and marks the shape as
+    derived with its own counts. A file whose reference breaks at a smaller size gets none, and
+    its description says why."""
+    from rooftop.problem.kernelbench import SourceFile, write_problem
+    from rooftop.problem.loader import load_problem
+
+    big = RELU.replace("batch_size = 16", "batch_size = 4096").replace("dim = 1024", "dim = 393216")
+    imported = write_problem(SourceFile(level=1, problem_id=19, stem="19_ReLU", code=big, origin="x"),
+                             tmp_path / "relu")
+    spec = load_problem(tmp_path / "relu").spec
+    [smoke] = spec.smoke
+    assert spec.shapes[0].params == {"batch_size": 4096, "dim": 393216} and imported.bytes > 6e9
+    assert smoke.params["batch_size"] < 4096 and smoke.params["dim"] < 393216
+    assert smoke.params["dim"] * 393216 // smoke.params["dim"] == 393216  # halved: the ratios kept
+    assert "derived by rooftop" in smoke.note and "halved" in smoke.note
+    assert spec.bytes_for(smoke) is not None and spec.bytes_for(smoke) <= 1 << 20
+    assert spec.bytes_for(spec.shapes[0]) == imported.bytes  # the problem's own count stays the full size's
+    fixed = big.replace("return torch.relu(x)", "assert x.shape[0] == 4096\n        return torch.relu(x)")
+    write_problem(SourceFile(level=1, problem_id=20, stem="20_Fixed", code=fixed, origin="x"), tmp_path / "fixed")
+    spec = load_problem(tmp_path / "fixed").spec
+    assert spec.smoke == [] and "no CPU smoke shape: " in spec.description and "AssertionError" in spec.description

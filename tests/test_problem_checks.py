@@ -82,7 +82,7 @@ def test_a_value_that_fits_no_member_of_a_union_is_one_error(tmp_path):
 
 def test_a_key_with_no_close_match_lists_the_keys_valid_there(tmp_path):
     message = spec_error(scale_copy(tmp_path, {"shapes": [{"name": "a", "params": {"B": 8, "N": 4}, "zzz": 1}]}))
-    assert "shapes[0].zzz: unknown key (expected one of: name, params, split, note)" in message
+    assert "shapes[0].zzz: unknown key (expected one of: name, params, split, note, flops, bytes)" in message
 
 
 def test_a_file_full_of_errors_gives_a_line_of_bounded_length(tmp_path):

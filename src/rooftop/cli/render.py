@@ -145,14 +145,13 @@ def shape_table(verdict: Verdict, width: int | None = None) -> Table:
     for k in others:
         cells[f"vs {k}"] = [ratio(r.speedups.get(k)) for r in shapes]
     for col, key in figures:
-        cells[col] = [figure(getattr(r, key)) for r in shapes]
-    cells["roof"] = [number(r.roofline_fraction, "{:.1%}") if r.roofline_fraction is not None else "-"
-                     for r in shapes]
+        cells[col + estimated(verdict)] = [figure(getattr(r, key)) for r in shapes]
+    cells["roof" + estimated(verdict)] = [number(r.roofline_fraction, "{:.1%}") for r in shapes]
     if any(r.flags for r in shapes):
         cells["flags"] = [", ".join(r.flags) for r in shapes]
     notes = [caption.get(c, c) for c in sorted(clocks)]
     if estimated(verdict):
-        notes.append("TFLOP/s, GB/s and roof from flops and bytes estimated by rooftop, not the problem's formulas")
+        notes.append("est.: flops and bytes estimated by rooftop, not the problem's formulas")
     notes += spread_notes(verdict)
     notes += sorted({r.no_interval for r in shapes if r.no_interval})
     for why in sorted({r.untrusted for r in shapes if r.untrusted}):

@@ -59,19 +59,21 @@ def regime(figures: Figures, dtype: str = "float32") -> Regime:
     return "compute" if figures.flops / figures.bytes >= ridge_point(dtype) else "memory"
 
 
-def estimate(reference: Path) -> Figures:
+def estimate(reference: Path, constants: dict[str, Any] | None = None) -> Figures:
     """Count the figures of a KernelBench-style reference (get_inputs and get_init_inputs take no
-    arguments); `CountFailed` when any step cannot run on the meta device or raises."""
+    arguments), with its module constants set to `constants` where given (a derived smaller
+    shape's: problem/smoke.py); `CountFailed` when any step cannot run on the meta device or raises."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
     from rooftop.problem.instance import import_file
 
     try:
-        with _budget(BUDGET_S), _offline(), warnings.catch_warnings(), torch.random.fork_rng(devices=[]), \
+        with budget(BUDGET_S), offline(), warnings.catch_warnings(), torch.random.fork_rng(devices=[]), \
                 torch.device("meta"), torch.no_grad():
             warnings.simplefilter("ignore")  # a reference's own warnings say nothing about its figures
             module = import_file(reference)
+            vars(module).update({k: v for k, v in (constants or {}).items() if hasattr(module, k)})
             model = module.Model(*module.get_init_inputs())
             if isinstance(model, torch.nn.Module):
                 model.eval()
@@ -114,7 +116,7 @@ def distinct_bytes(tensors: Iterable[Any]) -> int:
 
 
 @contextmanager
-def _offline() -> Iterator[None]:
+def offline() -> Iterator[None]:
     """A reference that loads pretrained weights must not reach the network while it is counted."""
     names = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
     saved = {n: os.environ.get(n) for n in names}
@@ -134,14 +136,14 @@ class _OverBudget(Exception):
 
 
 @contextmanager
-def _budget(seconds: float) -> Iterator[None]:
-    """Raise `_OverBudget` in the counting code after `seconds` (main thread only: signals)."""
+def budget(seconds: float, what: str = "counting on the meta device") -> Iterator[None]:
+    """Raise `_OverBudget` in the guarded code after `seconds` (main thread only: signals)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def expire(signum: int, frame: object) -> None:
-        raise _OverBudget(f"counting took longer than {seconds:g} s on the meta device")
+        raise _OverBudget(f"{what} took longer than {seconds:g} s")
 
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)

@@ -61,7 +61,14 @@ def blame_reference(what: str) -> Iterator[None]:
 
 
 def _call(fn: Any, spec: ProblemSpec, shape: Shape) -> Any:
-    return fn() if spec.kernelbench else fn(**shape.params)
+    """`fn(**params)`; a KernelBench file's functions take no arguments and read its module
+    constants, which are set to the shape's params first (the same values for its `default`
+    shape, smaller ones for the smoke shape derived from them)."""
+    if not spec.kernelbench:
+        return fn(**shape.params)
+    constants = getattr(fn, "__globals__", {})
+    constants.update({k: v for k, v in shape.params.items() if k in constants})
+    return fn()
 
 
 def init_inputs(reference: ModuleType, spec: ProblemSpec, shape: Shape) -> list[Any]:

@@ -257,6 +257,7 @@ def import_kernelbench(path: Path, into: Path, progress: Callable[[str, int, int
 def write_problem(source: SourceFile, folder: Path) -> Imported | Skipped:
     """One problem folder (problem.yaml + reference.py) for one file, its figures counted."""
     from rooftop.problem.figures import CountFailed, estimate
+    from rooftop.problem.smoke import derive_smoke
 
     tree = check_source(source.code)
     if isinstance(tree, str):
@@ -280,7 +281,12 @@ def write_problem(source: SourceFile, folder: Path) -> Imported | Skipped:
     if not_counted:
         description += f" (roofline figures not estimated: {not_counted})"
     spec = kernelbench_spec(tree, source.stem, title, description, figures)
-    spec = spec.model_copy(update={"version": version, "tags": [DECK, f"level{source.level}"]})
+    smoke, no_smoke = derive_smoke(reference, constants(tree)) if figures is not None else \
+        (None, "its figures could not be counted")
+    if smoke is None:
+        description += f" (no CPU smoke shape: {no_smoke})"
+    spec = spec.model_copy(update={"version": version, "tags": [DECK, f"level{source.level}"],
+                                   "description": description, "smoke": [smoke] if smoke else []})
     text = _yaml(spec, source)
     if before[1] != text:
         spec_file.write_text(text)

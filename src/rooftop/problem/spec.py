@@ -34,6 +34,18 @@ class Shape(Strict):
     params: dict[str, ParamValue] = {}
     split: Split = Split.visible
     note: str = ""
+    # this shape's own counts where the problem's do not apply (the smoke shape derived from a
+    # KernelBench file's constants, whose problem-wide counts are its full size's)
+    flops: str | None = None
+    bytes: str | None = None
+
+    @field_validator("flops", "bytes")
+    @classmethod
+    def _count(cls, value: str | int | float | None) -> str | None:
+        if value is None:
+            return None
+        expr.parse(str(value))
+        return str(value)
 
 
 class Tolerance(Strict):
@@ -178,6 +190,8 @@ class ProblemSpec(Strict):
             if formula is None:
                 continue
             for shape in self.all_shapes():
+                if getattr(shape, field) is not None:
+                    continue  # its own count
                 missing = expr.names(formula) - set(shape.params)
                 if missing:
                     raise ValueError(f"{field} formula uses {', '.join(sorted(missing))}, "
@@ -212,10 +226,12 @@ class ProblemSpec(Strict):
             or Tolerance.default_for("float32")
 
     def flops_for(self, shape: Shape) -> float | None:
-        return None if self.flops is None else expr.evaluate(self.flops, _numeric(shape.params))
+        formula = shape.flops or self.flops
+        return None if formula is None else expr.evaluate(formula, _numeric(shape.params))
 
     def bytes_for(self, shape: Shape) -> float | None:
-        return None if self.bytes is None else expr.evaluate(self.bytes, _numeric(shape.params))
+        formula = shape.bytes or self.bytes
+        return None if formula is None else expr.evaluate(formula, _numeric(shape.params))
 
 
 def _numeric(params: dict[str, ParamValue]) -> dict[str, float]:
