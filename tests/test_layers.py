@@ -75,3 +75,34 @@ def test_imports_point_down(module):
               if target not in LEAVES and _unit(target) != _unit(module) and _unit(target) != "rooftop"
               and LEVEL.get(_unit(target), len(LAYERS)) <= here]
     assert not upward, f"{module} imports {upward}, which are not below its layer"
+
+
+def _module_imports(path: Path) -> set[str]:
+    """The modules a module imports (anywhere in it, TYPE_CHECKING blocks too): `from a import b`
+    is `a.b` where that is a module, else `a`."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in MODULES else node.module
+                      for a in node.names}
+    return {m for m in found if m in MODULES}
+
+
+def test_no_module_imports_itself_through_others():
+    """No import loop between modules, lazy or for type checking: two modules that need each other
+    are one thing split in two, or share a third that belongs below both."""
+    graph = {m: _module_imports(p) - {m} for m, p in MODULES.items()}
+    loops = []
+    for start in graph:  # a path back to `start` through modules that sort after it: each loop once
+        stack, seen = [(start, (start,))], {start}
+        while stack:
+            module, path = stack.pop()
+            for nxt in graph[module]:
+                if nxt == start:
+                    loops.append(" -> ".join((*path, start)))
+                elif nxt > start and nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, (*path, nxt)))
+    assert not loops, loops

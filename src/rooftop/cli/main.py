@@ -350,8 +350,3 @@ def _report_user_error(message: str) -> None:
     if "--json" in sys.argv[1:]:
         sys.stdout.write(json.dumps({"error": message, "exit_code": 2}) + "\n")
 
-
-if __name__ == "__main__":
-    from rooftop.cli.entry import main as entry
-
-    entry()

@@ -134,7 +134,7 @@ def _made(group: ChildCgroup) -> ChildCgroup | str:
 
 def _sweep(parent: Path) -> None:
     """Remove the empty cgroups of rooftop processes that are gone (one killed before it could)."""
-    from rooftop.integrity.watchdog import alive
+    from rooftop.integrity.reaper import alive
 
     try:
         stale = [f for f in parent.glob("rooftop-*-*") if not alive(int(f.name.split("-")[1]))]

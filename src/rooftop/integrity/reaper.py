@@ -111,3 +111,8 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1:])
+
+
+def alive(pid: int) -> bool:
+    """Whether a process of this id exists (a zombie too, until it is reaped)."""
+    return Path(f"/proc/{pid}").exists()

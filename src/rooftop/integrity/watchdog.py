@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rooftop.integrity.reaper import tree
+from rooftop.integrity.reaper import alive, tree
 
 if TYPE_CHECKING:
     from rooftop.integrity.cgroup import ChildCgroup
@@ -170,6 +170,3 @@ def proportional_bytes(pid: int) -> int:
         pass
     return resident_bytes(pid)
 
-
-def alive(pid: int) -> bool:
-    return Path(f"/proc/{pid}").exists()

@@ -10,7 +10,7 @@ import shutil
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from rooftop.errors import RooftopError
 from rooftop.pipeline.events import EventSink, ignore
@@ -26,8 +26,14 @@ if TYPE_CHECKING:
     from rooftop.pipeline.device_lease import DeviceLease
     from rooftop.pipeline.protocol import Kernel
     from rooftop.pipeline.session import ChildSession
-    from rooftop.pipeline.tracing import Noted
     from rooftop.pipeline.trusted import TrustedReference
+
+
+class Noted(NamedTuple):
+    """A call whose kernel trace is still to be taken (pipeline/tracing.py): its shape and the time it reported."""
+
+    shape: str
+    seconds: float | None
 
 
 class Cancelled(RooftopError):

@@ -22,9 +22,7 @@ call and many others have run, so no call differs from the others while it runs.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
-from rooftop.pipeline.context import Evaluation
+from rooftop.pipeline.context import Evaluation, Noted
 from rooftop.pipeline.protocol import CallTrace, TraceReply, TraceRequest
 from rooftop.verdict import GateFailed, Status
 
@@ -37,13 +35,6 @@ TRACE_SIDE_SLACK = 1e-6  # another stream: a 2-3 us kernel left on a side stream
 TRACE_SLACK_SHARE = 0.01
 TRACE_STRIKES = 3  # calls past their time from which the evaluation is rejected ...
 TRACE_LATE_SHARE = 0.02  # ... once they are also this share of the calls traced so far
-
-
-class Noted(NamedTuple):
-    """A call whose trace is still to be taken: its shape and the time it reported."""
-
-    shape: str
-    seconds: float | None
 
 
 def tracing(ev: Evaluation) -> bool:
