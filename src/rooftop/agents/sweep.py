@@ -30,7 +30,8 @@ from rooftop.agents.adapters import adapter
 from rooftop.agents.record import AgentRun
 from rooftop.agents.runner import AgentConfig, RunPlan, executable, run_agent
 from rooftop.errors import UserError
-from rooftop.pipeline.job import DeviceChoice, SandboxChoice, Settings
+from rooftop.integrity.sandbox import SandboxKind
+from rooftop.pipeline.job import DeviceChoice, Settings
 from rooftop.problem.registry import resolve_many
 from rooftop.problem.spec import Problem
 from rooftop.service.evaluator import Evaluator
@@ -129,7 +130,7 @@ def run_sweep(config: SweepConfig, *, on_run: Callable[[AgentRun], None] | None 
         on_start(len(all_plans), len(finished))
     by_name = {p.name: p for p in problems}
     device = resolve_device(config.device)
-    settings = Settings(device=DeviceChoice(device), timeout=config.timeout, sandbox=SandboxChoice(config.sandbox))
+    settings = Settings(device=DeviceChoice(device), timeout=config.timeout, sandbox=SandboxKind(config.sandbox))
     results = {(r.agent, r.model, r.problem, r.repeat): r for r in finished}
     lock = threading.Lock()
     with Evaluator(config.db, device, workers=config.workers) as evaluator:

@@ -12,12 +12,12 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from rooftop.errors import UserError
+from rooftop.integrity.sandbox import SandboxKind as Sandbox
 from rooftop.pipeline.job import SHAPE_GROUPS
 
 # the choices come from the engine's own enums (a device or sandbox is spelled once), in modules
 # that do not import torch
 from rooftop.pipeline.job import DeviceChoice as Device
-from rooftop.pipeline.job import SandboxChoice as Sandbox
 
 if TYPE_CHECKING:
     from rooftop.pipeline.job import Settings

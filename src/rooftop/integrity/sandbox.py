@@ -18,13 +18,16 @@ import shutil
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 from rooftop.errors import UserError
 
 
-class SandboxKind(str, Enum):
+class SandboxKind(StrEnum):
+    """How a process (an evaluation's child, an agent) is isolated: auto is bwrap when installed,
+    else none, said wherever the result is shown."""
+
     auto = "auto"
     bwrap = "bwrap"
     none = "none"

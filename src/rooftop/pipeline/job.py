@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from rooftop.integrity.sandbox import SandboxKind
 from rooftop.measure.stopping import TimingPolicy
 from rooftop.problem.spec import Problem, Shape
 from rooftop.solution.loader import Solution
@@ -29,14 +30,6 @@ WARM_CUDA = "ROOFTOP_WARM_CUDA"
 
 # the device type an evaluation runs on, once auto is resolved
 DeviceType = Literal["cpu", "cuda"]
-
-
-class SandboxChoice(StrEnum):
-    """How the child is isolated: auto is bwrap when installed, else none with a warning."""
-
-    auto = "auto"
-    bwrap = "bwrap"
-    none = "none"
 
 
 class ShapeGroup(StrEnum):
@@ -68,7 +61,7 @@ class Settings(BaseModel):
     timing: bool = True
     timing_policy: TimingPolicy | None = None  # None: TimingPolicy.for_device(device)
     reward_fn: str = "default"
-    sandbox: SandboxChoice = SandboxChoice.auto
+    sandbox: SandboxKind = SandboxKind.auto
     # integrity checks (output probes, audits, fresh inputs per call); off only to measure their cost
     checks: bool = True
     graphs: bool = False  # GPU: time candidate and reference as CUDA-graph replays (launch-bound shapes)
