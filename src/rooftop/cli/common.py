@@ -74,20 +74,31 @@ def progress_bar(enabled: bool) -> Progress:
 
 def settings_from_options(device: Device, shapes: str, timeout: float | None, seed: int | None, timing: bool,
                           sandbox: Sandbox, graphs: bool = False) -> Settings:
-    """An evaluation's settings from the options `eval`, `demo` and `batch` share, checked first."""
+    """An evaluation's settings from the options `eval`, `demo` and `batch` share, checked first:
+    by the settings themselves, then against the machine, each error naming its option."""
+    from pydantic import ValidationError
+
+    from rooftop.pipeline.evaluate import check_settings
     from rooftop.pipeline.job import Settings
 
-    if not shapes.strip(" ,"):
-        raise UserError(f"--shapes: expected a group ({', '.join(SHAPE_GROUPS)}) or shape names (got '{shapes}')")
-    if device == "cuda":
-        from rooftop.pipeline.evaluate import resolve_device
+    try:
+        settings = Settings(device=device, shapes=shapes, timeout=timeout, seed=seed, timing=timing,
+                            build_timeout=max(timeout or 0.0, 900.0), sandbox=sandbox, graphs=graphs)
+    except ValidationError as exc:
+        raise UserError(option_error(exc)) from None
+    check_settings(settings, OPTIONS)  # no GPU, no bwrap: a one-line error before any evaluation starts
+    return settings
 
-        resolve_device(device, "--device")  # no GPU: a one-line error before any evaluation starts
-    if sandbox == "bwrap":
-        from rooftop.integrity.sandbox import require_bwrap
 
-        require_bwrap()  # fail before any evaluation starts
-    if graphs and device == "cpu":
-        raise UserError("--graphs: CUDA graphs need a GPU (got --device cpu)")
-    return Settings(device=device, shapes=shapes, timeout=timeout, seed=seed, timing=timing,
-                    build_timeout=max(timeout or 0.0, 900.0), sandbox=sandbox, graphs=graphs)
+OPTIONS = {"device": "--device", "shapes": "--shapes", "timeout": "--timeout", "seed": "--seed",
+           "sandbox": "--sandbox", "graphs": "--graphs", "build_timeout": "--timeout"}
+
+
+def option_error(exc: Any) -> str:
+    """A settings ValidationError as the CLI's user sees it: the option, then what was wrong."""
+    error = exc.errors()[0]
+    message = str(error["msg"]).removeprefix("Value error, ")
+    field = str(error["loc"][0]) if error["loc"] else ""
+    if not field and message.split(": ", 1)[0] in OPTIONS:  # a rule over several fields names the one it is about
+        field, message = message.split(": ", 1)
+    return f"{OPTIONS.get(field, '--' + field.replace('_', '-'))}: {message}"

@@ -41,6 +41,21 @@ def resolve_device(choice: str, what: str = "device") -> DeviceType:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def check_settings(settings: Settings, names: dict[str, str] | None = None) -> DeviceType:
+    """What the machine must have for these settings (a GPU for cuda or --graphs, bubblewrap for
+    the bwrap sandbox), checked where settings are used, before anything is queued or started: the
+    device type they run on. `names` maps a field to the option the caller's user set it with."""
+    named = {"device": "device", "sandbox": "sandbox", "graphs": "graphs", **(names or {})}
+    device = resolve_device(settings.device, named["device"])
+    if settings.graphs and device == "cpu":
+        raise UserError(f"{named['graphs']}: CUDA graphs need a GPU, and torch sees none here")
+    if settings.sandbox == "bwrap":
+        from rooftop.integrity.sandbox import require_bwrap
+
+        require_bwrap()
+    return device
+
+
 def select_shapes(problem: Problem, choice: str, device: str) -> tuple[str, list[Shape]]:
     """A group (auto, visible, held_out, all, smoke) or comma-separated shape names."""
     spec = problem.spec
@@ -74,7 +89,7 @@ def evaluate(problem: Problem, solution: Solution, settings: Settings | None = N
     `cancel` stops the evaluation between two calls (it then raises `Cancelled`, recording nothing)."""
     settings = settings or Settings()
     started = time.monotonic()
-    device = resolve_device(settings.device)
+    device = check_settings(settings)
     which, shapes = select_shapes(problem, settings.shapes, device)
     ev = prepare(problem, solution, settings, device, which, shapes, events or ignore, cancel)
     ev.state.emit(EvaluationStarted(problem=problem.name, solution=str(solution.path), device=device,

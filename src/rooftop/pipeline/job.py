@@ -6,7 +6,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from rooftop.integrity.sandbox import SandboxKind
 from rooftop.measure.stopping import TimingPolicy
@@ -54,9 +54,9 @@ class Settings(BaseModel):
     shapes: str = "auto"
     # wall-clock seconds per gate (load; correctness and timing: per shape); None: chosen per gate
     # from the device and what the problem's reference takes (pipeline/gates.py)
-    timeout: float | None = None
-    build_timeout: float = 900.0  # the build gate: first load_inline builds take tens of seconds
-    seeds_per_shape: int = 3
+    timeout: float | None = Field(default=None, gt=0)
+    build_timeout: float = Field(default=900.0, gt=0)  # the build gate: first load_inline builds take tens of seconds
+    seeds_per_shape: int = Field(default=3, ge=1)
     seed: int | None = None  # base seed for reproducible inputs; None draws secret random seeds
     timing: bool = True
     timing_policy: TimingPolicy | None = None  # None: TimingPolicy.for_device(device)
@@ -66,6 +66,31 @@ class Settings(BaseModel):
     checks: bool = True
     graphs: bool = False  # GPU: time candidate and reference as CUDA-graph replays (launch-bound shapes)
     profile: bool = True  # GPU: one call's kernels listed (kernel share; forced when the problem sets a minimum share)
+
+    # what can be told from the settings alone is checked here, for every surface that makes them
+    # (the CLI, the API, the env, the server, the agents); what the machine must have (a GPU for
+    # cuda, bubblewrap for bwrap) is checked where they are used (pipeline/evaluate.check_settings)
+    @field_validator("shapes")
+    @classmethod
+    def _shapes(cls, value: str) -> str:
+        if not value.strip(" ,"):
+            raise ValueError(f"expected a group ({', '.join(SHAPE_GROUPS)}) or shape names (got '{value}')")
+        return value
+
+    @field_validator("reward_fn")
+    @classmethod
+    def _reward(cls, value: str) -> str:
+        from rooftop.score.reward import REWARD_FNS
+
+        if value not in REWARD_FNS:
+            raise ValueError(f"unknown reward function '{value}' (known: {', '.join(sorted(REWARD_FNS))})")
+        return value
+
+    @model_validator(mode="after")
+    def _graphs_need_a_gpu(self) -> Settings:
+        if self.graphs and self.device is DeviceChoice.cpu:
+            raise ValueError("graphs: CUDA graphs need a GPU (the device is cpu)")
+        return self
 
 
 class EvalJob(BaseModel):

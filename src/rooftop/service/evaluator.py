@@ -98,7 +98,12 @@ class Evaluator:
         return queue
 
     def submit(self, problem: Problem, source: SourceSnapshot, settings: Settings, label: str | None = None) -> str:
-        """The job's id; the same work submitted again names the job already made."""
+        """The job's id; the same work submitted again names the job already made. Settings this
+        machine cannot honour (cuda without a GPU, bwrap without bubblewrap) are refused here, at
+        once, rather than left waiting for a worker that never comes."""
+        from rooftop.pipeline.evaluate import check_settings
+
+        check_settings(settings)
         return self.queue.submit(problem, source, settings, label=label)[0]
 
     def poll(self, ident: str) -> Result | None:
