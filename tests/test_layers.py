@@ -28,11 +28,11 @@ LAYERS = [
     ["build", "solution", "problem"],
     ["transcripts"],  # agent transcripts of any CLI as one event model
     ["verdict"],
-    ["values", "errors", "bytecode", "yamlfile"],
+    ["values", "errors", "bytecode", "yamlfile", "config"],
 ]
 # modules that import only other leaves: pure statistics, dtype names, datasheet facts, cache paths
 LEAVES = {"rooftop.measure.measurement", "rooftop.problem.dtypes", "rooftop.score.hardware", "rooftop.build.cache",
-          "rooftop.yamlfile"}
+          "rooftop.yamlfile", "rooftop.config"}
 
 
 def _module(path: Path) -> str:
@@ -44,6 +44,8 @@ def _imports(path: Path) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module == "rooftop":  # `from rooftop import config`
+            found |= {f"rooftop.{a.name}" for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
     return {m for m in found if m == "rooftop" or m.startswith("rooftop.")}
@@ -106,3 +108,20 @@ def test_no_module_imports_itself_through_others():
                     seen.add(nxt)
                     stack.append((nxt, (*path, nxt)))
     assert not loops, loops
+
+
+def test_environment_variables_are_read_in_one_module():
+    """Every ROOFTOP_ variable is named in rooftop/config.py, and only that module reads the
+    environment for one: a literal `ROOFTOP_...` anywhere else in the package is an error."""
+    from rooftop.config import VARIABLES
+
+    stray = []
+    for module, path in MODULES.items():
+        if module == "rooftop.config":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                    node.value.startswith("ROOFTOP_") and node.value.rstrip("_").isupper():
+                stray.append(f"{module}: {node.value}")
+    assert not stray, f"read these through rooftop.config (and list them there): {stray}"
+    assert all(name.startswith("ROOFTOP_") and v.meaning for name, v in VARIABLES.items())

@@ -17,7 +17,8 @@ import os
 import sys
 from pathlib import Path
 
-SWITCH = "ROOFTOP_PYCACHE"
+from rooftop import config
+
 PROBE_PACKAGE = "torch"  # the package whose import a verdict waits for
 
 
@@ -37,7 +38,7 @@ def enable(cache: Path, package: str = PROBE_PACKAGE) -> Path | None:
     the interpreter has none of its own. Returns the folder in use (a prefix the user set is kept)."""
     if sys.pycache_prefix:
         return Path(sys.pycache_prefix)
-    if os.environ.get(SWITCH, "").lower() in ("0", "off", "no", "false") or has_own_bytecode(package):
+    if (config.read(config.PYCACHE) or "").lower() in ("0", "off", "no", "false") or has_own_bytecode(package):
         return None
     folder = cache / "pycache" / sys.implementation.cache_tag
     try:

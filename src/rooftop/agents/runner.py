@@ -27,6 +27,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from rooftop import config
 from rooftop.agents.adapters import Adapter
 from rooftop.agents.adapters import adapter as find_adapter
 from rooftop.agents.egress import Egress, endpoint
@@ -44,7 +45,7 @@ from rooftop.store.db import Store
 from rooftop.transcripts.detect import AGENT_FILES
 
 GRACE_S = 5.0  # between TERM and KILL
-MARKER = "ROOFTOP_AGENT_RUN"
+MARKER = config.AGENT_RUN
 MAX_FILE_BYTES, MAX_FILES_BYTES = 64 << 20, 256 << 20
 
 

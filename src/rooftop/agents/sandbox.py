@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from rooftop import config
 from rooftop.agents.egress import Egress, is_loopback
 from rooftop.integrity.sandbox import SYSTEM_PATHS, SandboxKind, bwrap_path, python_paths, require_bwrap, ro_binds
 from rooftop.pipeline.spawn import PACKAGE
@@ -72,5 +73,5 @@ def agent_env(names: list[str], *, home: Path, tmp: Path, extra: dict[str, str])
     env = {k: os.environ[k] for k in BASE_ENV if k in os.environ}
     missing = [n for n in names if n not in os.environ]
     env.update({n: os.environ[n] for n in names if n in os.environ})
-    env.update({"HOME": str(home), "TMPDIR": str(tmp), "ROOFTOP_WORKSPACE": "1", **extra})
+    env.update({"HOME": str(home), "TMPDIR": str(tmp), config.WORKSPACE: "1", **extra})
     return env, missing

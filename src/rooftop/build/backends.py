@@ -6,7 +6,6 @@ with the settings in build/jit.py; on a machine without a GPU build/inline.py co
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -14,6 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from rooftop import config
 from rooftop.build.jit import cuda_arch_list
 
 
@@ -28,7 +28,7 @@ class BuildResult:
 
 def nvcc_path() -> str | None:
     """nvcc from $ROOFTOP_NVCC ('none' hides it), the PATH, or /usr/local/cuda."""
-    override = os.environ.get("ROOFTOP_NVCC")
+    override = config.read(config.NVCC)
     if override is not None:
         return None if override.lower() in ("", "none") else override
     found = shutil.which("nvcc")

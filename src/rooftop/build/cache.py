@@ -10,10 +10,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from rooftop import config
+
 
 def cache_root() -> Path:
     """$ROOFTOP_CACHE, else ~/.cache/rooftop."""
-    env = os.environ.get("ROOFTOP_CACHE")
+    env = config.read(config.CACHE)
     return Path(env) if env else Path.home() / ".cache" / "rooftop"
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from rooftop import config
+
 
 def cuda_arch_list(capability: tuple[int, int] | None) -> str:
     """TORCH_CUDA_ARCH_LIST for one GPU: its own architecture only, with the 'a' suffix on Hopper and
@@ -37,7 +39,7 @@ def jit_env(folder: Path, capability: tuple[int, int] | None) -> dict[str, str]:
     MAX_JOBS is left alone when the user set it; else ninja gets one job per usable core (ninja's
     own default depends on its version and may count cores the process cannot use). A user's
     TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES stands too."""
-    env = {"ROOFTOP_BUILD_DIR": str(folder),
+    env = {config.BUILD_DIR: str(folder),
            "TORCH_EXTENSIONS_DIR": str(folder / "torch_extensions"),
            "TRITON_CACHE_DIR": str(folder / "triton")}
     if capability is not None:

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from rooftop import config
 from rooftop.cli.common import DbOpt, Device, DeviceOpt, Sandbox, SandboxOpt, TimeoutOpt, err, settings_from_options
 from rooftop.errors import UserError
 
@@ -68,7 +69,7 @@ def _token(path: Path | None) -> str | None:
 
     # out of this process's environment and memory before any worker starts: the workers, their builds
     # and children inherit what is left, and a candidate without a sandbox can read /proc/<pid>/environ
-    from_env = withdraw("ROOFTOP_TOKEN")
+    from_env = withdraw(config.TOKEN)
     if path is not None:
         try:
             token = path.read_text().strip()

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from rooftop import config
 from rooftop.errors import UserError
 
 
@@ -36,7 +37,7 @@ class SandboxKind(StrEnum):
 # environment variables a child may inherit; everything else (keys, tokens, secrets) is dropped
 ENV_ALLOWED = {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "CUDA_HOME", "CUDA_PATH",
                "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CC", "CXX", "NVCC_CCBIN", "CUDA_MODULE_LOADING",
-               "PYTHONPATH", "TRITON_INTERPRET", "ROOFTOP_NVCC", "MAX_JOBS", "TORCH_CUDA_ARCH_LIST",
+               "PYTHONPATH", "TRITON_INTERPRET", config.NVCC, "MAX_JOBS", "TORCH_CUDA_ARCH_LIST",
                "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
                "NVSHMEM_DISABLE_NVLS"}
 ENV_PREFIXES = ("NVIDIA_", "LC_")
@@ -102,7 +103,7 @@ class SandboxPlan:
 
 def bwrap_path() -> str | None:
     """bwrap from $ROOFTOP_BWRAP (a carried binary), else the PATH."""
-    override = os.environ.get("ROOFTOP_BWRAP")
+    override = config.read(config.BWRAP)
     if override:
         return override if Path(override).exists() else None
     return shutil.which("bwrap")
@@ -162,7 +163,7 @@ def plan(kind: SandboxKind | str, *, scratch: Path, writable: list[Path], readab
     home = scratch / "home"
     home.mkdir(parents=True, exist_ok=True)
     child_env = scrubbed_env(dict(os.environ), {
-        **extra_env, "HOME": str(home), "PYTHONNOUSERSITE": "1", "ROOFTOP_SANDBOX": kind.value,
+        **extra_env, "HOME": str(home), "PYTHONNOUSERSITE": "1", config.SANDBOX: kind.value,
         "TMPDIR": "/tmp" if kind is SandboxKind.bwrap else str(scratch)})
     from rooftop.integrity.watchdog import default_disk_limit, default_memory_limit
 
@@ -226,7 +227,7 @@ def denial(exc: BaseException) -> str | None:
     import errno
     import socket
 
-    if os.environ.get("ROOFTOP_SANDBOX") != SandboxKind.bwrap.value:
+    if config.read(config.SANDBOX) != SandboxKind.bwrap.value:
         return None
     link: BaseException | None = exc  # then its cause or context; bounded, as a chain can loop
     seen = 0
@@ -250,5 +251,5 @@ def denial(exc: BaseException) -> str | None:
 
 def _inside_allowed(path: str) -> bool:
     # not /tmp: the sandbox's /tmp is private, so a host path there is exactly what it hides
-    allowed = [os.environ.get("HOME", ""), os.getcwd(), os.environ.get("ROOFTOP_BUILD_DIR", "")]
+    allowed = [os.environ.get("HOME", ""), os.getcwd(), config.read(config.BUILD_DIR) or ""]
     return any(a and (path == a or path.startswith(a.rstrip("/") + "/")) for a in allowed)

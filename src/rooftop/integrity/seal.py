@@ -34,8 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rooftop import config
+
 SOURCE = Path(__file__).with_name("sealed_timer.c")
-TIMER_ENV = "ROOFTOP_SEALED_TIMER"  # the built library's path, handed to the child at spawn
+TIMER_ENV = config.SEALED_TIMER  # the built library's path, handed to the child at spawn
 
 # seccomp and syscall numbers (x86_64)
 SYS = {"mmap": 9, "mprotect": 10, "munmap": 11, "mremap": 25, "madvise": 28, "shmat": 30, "ptrace": 101,

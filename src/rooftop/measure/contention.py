@@ -19,9 +19,10 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from rooftop import config
 from rooftop.errors import UserError
 
-THREADS_ENV = "ROOFTOP_CPU_THREADS"
+THREADS_ENV = config.CPU_THREADS
 POOL_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 # Thresholds, from benchmarks/cpu_contention.py on a 2-core VM, with P90/P10 of the paired ratios
 # over windows of 20 pairs (a CPU timing keeps at most 20): pinned, quiet or beside a busy process
@@ -48,7 +49,7 @@ def cpu_threads() -> int:
     with OMP_WAIT_POLICY=PASSIVE has) made 128x512 layer norms 5-9x slower than spinning ones, and
     spinning ones take the core from the other side's turn. CPU timings are smoke runs on small
     shapes, where parallel regions save little. Both sides must use the same count."""
-    text = os.environ.get(THREADS_ENV, "").strip()
+    text = (config.read(THREADS_ENV) or "").strip()
     if not text:
         return 1
     if not text.isdigit() or int(text) < 1:

@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rooftop import config
 from rooftop.environment import process_age
 from rooftop.errors import is_out_of_memory
 from rooftop.integrity.audit import TamperGuard
@@ -63,13 +64,13 @@ def main(argv: list[str]) -> int:
     requests = os.fdopen(request_fd, "r")
     import torch  # imported before the greeting: a started child is a warm child
 
-    for name in filter(None, os.environ.pop(WARM_IMPORTS, "").split(",")):
+    for name in filter(None, config.take(WARM_IMPORTS).split(",")):
         try:  # what the solution's language will import (cpp_extension, triton), while the parent starts
             importlib.import_module(name)
         except Exception:  # noqa: BLE001  (missing here: the build gate says so, in its own words)
             pass
 
-    if os.environ.pop(WARM_CUDA, "") == "1":  # started ahead by a GPU worker: the context too
+    if config.take(WARM_CUDA) == "1":  # started ahead by a GPU worker: the context too
         try:
             torch.empty(1, device="cuda")
         except Exception:  # noqa: BLE001  (the load gate makes it again and reports what fails)
@@ -77,7 +78,7 @@ def main(argv: list[str]) -> int:
 
     # the guard is armed before any candidate code runs; the timer is sealed when the job comes
     harness = Harness(TamperGuard(), socket.socket(fileno=descriptor_fd))
-    harness.timer_library = os.environ.pop(TIMER_ENV, "")
+    harness.timer_library = config.take(TIMER_ENV)
     harness.phases["interpreter_and_imports"] = process_age()
     channel.send("hello")
     for line in requests:

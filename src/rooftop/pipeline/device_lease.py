@@ -20,16 +20,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from rooftop import config
 from rooftop.errors import UserError
 
-LOCKS_ENV = "ROOFTOP_LOCKS"
+LOCKS_ENV = config.LOCKS
 DEFAULT_FOLDER = Path("/tmp/rooftop-locks")  # not TMPDIR: every process of the host must agree on it
 POLL_SECONDS = 0.05
 
 
 def lock_folder() -> Path:
     """The leases' folder, open to every user's evaluations (sticky, as /tmp is)."""
-    folder = Path(os.environ.get(LOCKS_ENV) or DEFAULT_FOLDER)
+    folder = Path(config.read(LOCKS_ENV) or DEFAULT_FOLDER)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from rooftop import config
 from rooftop.integrity.sandbox import SandboxKind
 from rooftop.measure.stopping import TimingPolicy
 from rooftop.problem.spec import Problem, Shape
@@ -24,9 +25,9 @@ class DeviceChoice(StrEnum):
 
 # comma-separated modules a child imports before its hello (what its solution's language needs),
 # named in its environment: it is started before the job that says so reaches it
-WARM_IMPORTS = "ROOFTOP_WARM_IMPORTS"
+WARM_IMPORTS = config.WARM_IMPORTS
 # set (to 1) for a child started ahead by a GPU worker: it makes its CUDA context before its hello
-WARM_CUDA = "ROOFTOP_WARM_CUDA"
+WARM_CUDA = config.WARM_CUDA
 
 # the device type an evaluation runs on, once auto is resolved
 DeviceType = Literal["cpu", "cuda"]

@@ -9,9 +9,9 @@ root; a name in both roots is the bundled one.
 from __future__ import annotations
 
 import difflib
-import os
 from pathlib import Path
 
+from rooftop import config
 from rooftop.errors import UserError
 from rooftop.problem.kernelbench import natural_key
 from rooftop.problem.loader import load_problem
@@ -21,7 +21,7 @@ from rooftop.yamlfile import read_yaml
 
 def problems_root() -> Path:
     """The folder holding the bundled decks: $ROOFTOP_PROBLEMS, else the repository's `problems/`."""
-    env = os.environ.get("ROOFTOP_PROBLEMS")
+    env = config.read(config.PROBLEMS)
     if env:
         return Path(env)
     return Path(__file__).resolve().parents[3] / "problems"
@@ -29,7 +29,7 @@ def problems_root() -> Path:
 
 def user_decks_root() -> Path:
     """The folder holding imported decks: $ROOFTOP_DECKS, else ~/.local/share/rooftop/decks."""
-    env = os.environ.get("ROOFTOP_DECKS")
+    env = config.read(config.DECKS)
     if env:
         return Path(env).expanduser()
     return Path.home() / ".local" / "share" / "rooftop" / "decks"
@@ -138,7 +138,7 @@ def _hint(name: str) -> str:
     where = ""
     if "/" in name and name.split("/", 1)[0] not in deck_names():
         where = (f"; imported decks are looked up in {user_decks_root()} (ROOFTOP_DECKS"
-                 f"{'' if os.environ.get('ROOFTOP_DECKS') else ', unset'}): after `rooftop import ... --into DIR`, "
+                 f"{'' if config.read(config.DECKS) else ', unset'}): after `rooftop import ... --into DIR`, "
                  "set ROOFTOP_DECKS=DIR, or give the problem's path")
     if len(known) <= 12:
         return (f"; problems: {', '.join(known)}" if known else "") + where
