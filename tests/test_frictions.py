@@ -225,3 +225,31 @@ def test_a_problem_is_named_one_way_everywhere_and_a_missing_deck_points_at_roof
     assert str(tmp_path) in str(missing.value)
     shown = rooftop("problems", "show", "softmax")
     assert shown.returncode == 0 and "examples/softmax" in shown.stdout
+
+
+def test_settings_are_checked_where_they_enter_the_library_for_every_surface(tmp_path):
+    """The CLI, the API, the env, the server and the agents all make `Settings`: what the settings
+    alone can tell is refused when they are made, what the machine lacks when they are first used
+    (a job for a GPU would otherwise wait for a worker that never comes)."""
+    from pydantic import ValidationError
+
+    from rooftop.errors import UserError
+    from rooftop.pipeline.evaluate import check_settings
+    from rooftop.pipeline.job import Settings
+    from rooftop.service.evaluator import Evaluator
+
+    for bad in ({"shapes": " , "}, {"reward_fn": "nope"}, {"graphs": True, "device": "cpu"}, {"timeout": 0}):
+        with pytest.raises(ValidationError):
+            Settings(**bad)
+    with pytest.raises(UserError, match="--device cuda: no CUDA GPU"):
+        check_settings(Settings(device="cuda"), {"device": "--device"})
+    with pytest.raises(UserError, match="graphs: CUDA graphs need a GPU"):
+        check_settings(Settings(graphs=True))  # auto is the CPU here
+    from rooftop.problem.registry import resolve
+    from rooftop.service.jobs import SourceSnapshot
+
+    evaluator = Evaluator(tmp_path / "r.db", "cpu")
+    snapshot = SourceSnapshot.from_code((FIXTURES / "solutions/good.py").read_text(), "solution.py")
+    with pytest.raises(UserError, match="no CUDA GPU"):
+        evaluator.submit(resolve(str(FIXTURES / "problems/scale")), snapshot, Settings(device="cuda"))
+    assert evaluator.queue.counts() == {} or sum(evaluator.queue.counts().values()) == 0
