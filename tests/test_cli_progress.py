@@ -97,7 +97,7 @@ def test_piped_batch_kb_prints_each_generation_as_it_is_judged(tmp_path):
     # a speedup, or why there is none (a timing flagged when other tests share the machine)
     _matches(jobs, [r"kernelbench/level1/19_ReLU sample 0: correct \((speedup \d+\.\d{3}x|no trusted timing .*)\) "
                     r"in \d+\.\d s",
-                    r"kernelbench/level1/19_ReLU sample 1: incorrect \(shape 'default'.*\) in \d+\.\d s",
+                    r"kernelbench/level1/19_ReLU sample 1: incorrect \(shape 'smoke'.*\) in \d+\.\d s",
                     r"level_1_problem_77_sample_0_kernel\.py: unknown_problem \(no problem 77 in level 1 .*\) "
                     r"in \d+\.\d s"])
     assert jobs[0].startswith("[1/3] kernelbench/level1/19_ReLU sample 0")  # in the order judged
