@@ -56,18 +56,22 @@ def test_unknown_adapter_is_a_user_error():
         adapter("nope")
 
 
-def test_registry_discovers_any_module_defining_ADAPTER(tmp_path, monkeypatch):
+def test_a_new_adapter_is_one_module_that_registers_itself(tmp_path, monkeypatch):
+    """A module of the package that adds its adapter to ADAPTERS is found on the first lookup; a
+    helper module beside it registers nothing and breaks nothing."""
+    from rooftop.plugins import Registry
+
     (tmp_path / "probe_cli.py").write_text(
-        "from rooftop.agents.adapters.base import Adapter\n\n\nclass ProbeCli(Adapter):\n    name = 'probe-cli'\n\n\n"
-        "ADAPTER = ProbeCli()\n")
+        "from rooftop.agents.adapters import ADAPTERS\nfrom rooftop.agents.adapters.base import Adapter\n\n\n"
+        "class ProbeCli(Adapter):\n    name = 'probe-cli'\n\n\nADAPTERS.add(ProbeCli.name, ProbeCli())\n")
     (tmp_path / "helpers_only.py").write_text("VALUE = 1\n")
     monkeypatch.setattr(adapters, "__path__", [*adapters.__path__, str(tmp_path)])
-    adapters._registry.cache_clear()
+    monkeypatch.setattr(adapters, "ADAPTERS", Registry("agent adapter", adapters.__name__))
     try:
-        assert "probe-cli" in adapter_names() and set(NAMES) <= set(adapter_names())
-        assert adapter("probe-cli").name == "probe-cli"
+        assert "probe-cli" in adapter_names() and adapter("probe-cli").name == "probe-cli"
+        with pytest.raises(UserError, match="unknown agent adapter 'nope' .*probe-cli"):
+            adapter("nope")
     finally:
-        adapters._registry.cache_clear()
         for module in ("probe_cli", "helpers_only"):
             sys.modules.pop(f"rooftop.agents.adapters.{module}", None)
 

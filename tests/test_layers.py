@@ -28,11 +28,11 @@ LAYERS = [
     ["build", "solution", "problem"],
     ["transcripts"],  # agent transcripts of any CLI as one event model
     ["verdict"],
-    ["values", "errors", "bytecode", "yamlfile", "config"],
+    ["values", "errors", "bytecode", "yamlfile", "config", "plugins"],
 ]
 # modules that import only other leaves: pure statistics, dtype names, datasheet facts, cache paths
 LEAVES = {"rooftop.measure.measurement", "rooftop.problem.dtypes", "rooftop.score.hardware", "rooftop.build.cache",
-          "rooftop.yamlfile", "rooftop.config"}
+          "rooftop.yamlfile", "rooftop.config", "rooftop.plugins"}
 
 
 def _module(path: Path) -> str:

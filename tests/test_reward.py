@@ -6,7 +6,7 @@ import pytest
 
 from rooftop.measure.measurement import TimingStats
 from rooftop.pipeline.scoring import summarize
-from rooftop.score.reward import REWARD_FNS, compute_reward, unmeasured
+from rooftop.score.reward import REWARDS, compute_reward, unmeasured
 from rooftop.verdict import ShapeResult, Status, Verdict
 
 
@@ -23,7 +23,7 @@ def verdict(*shapes: ShapeResult) -> Verdict:
     return v
 
 
-@pytest.mark.parametrize("name", sorted(REWARD_FNS))
+@pytest.mark.parametrize("name", REWARDS.names())
 def test_a_contended_slow_kernel_never_scores_above_the_same_kernel_measured(name):
     """pytorch_softmax.py: 0.39x measured on an idle machine; on a busy one its shape was flagged
     `contention`, and the reward once read that as no speedup at all (0.00 against -0.62)."""
@@ -36,7 +36,7 @@ def test_a_contended_slow_kernel_never_scores_above_the_same_kernel_measured(nam
     assert contended > compute_reward(verdict(shape("s", 0.39)).model_copy(update={"status": Status.incorrect}), name)
 
 
-@pytest.mark.parametrize("name", sorted(REWARD_FNS))
+@pytest.mark.parametrize("name", REWARDS.names())
 def test_one_contended_shape_leaves_the_whole_speedup_unmeasured(name):
     """The measured shapes' mean alone would flatter a kernel that is slow on the contended one."""
     partly = verdict(shape("fast", 3.0), shape("slow", 0.1, ("contention",)))

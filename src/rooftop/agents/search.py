@@ -34,7 +34,7 @@ from rooftop.env.core import shape_groups
 from rooftop.env.view import agent_view, render
 from rooftop.errors import UserError
 from rooftop.pipeline.job import DeviceChoice, Settings
-from rooftop.score.reward import REWARD_FNS, compute_reward
+from rooftop.score.reward import REWARDS, compute_reward
 from rooftop.service.jobs import MAX_SOURCE_BYTES, SourceSnapshot
 from rooftop.verdict import Status
 
@@ -463,8 +463,8 @@ async def search(problems: list[Problem], evaluator: Evaluator, client: AsyncOpe
     """Search every problem at once; the evaluator must be started. `out` must be new or empty."""
     if not problems:
         raise UserError("problems: nothing to search")
-    if config.reward not in REWARD_FNS:
-        raise UserError(f"reward: unknown reward function '{config.reward}' (known: {', '.join(sorted(REWARD_FNS))})")
+    if config.reward not in REWARDS:
+        raise UserError(f"reward: unknown reward function '{config.reward}' (known: {', '.join(REWARDS.names())})")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UserError(f"--out {out}: already exists and is not an empty folder")
     unique = list({p.name: p for p in problems}.values())

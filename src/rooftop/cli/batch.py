@@ -66,8 +66,10 @@ def batch_command(
 ) -> None:
     """Evaluate many candidates: queue them in the results database and work them off. Run it
     again after an interruption and it finishes what is left (nothing is judged twice)."""
-    if backend not in ("local", "ray"):
-        raise UserError(f"--backend: expected local or ray (got '{backend}')")
+    from rooftop.service.batch import BACKENDS
+
+    if backend not in BACKENDS:
+        raise UserError(f"--backend: expected one of {', '.join(BACKENDS.names())} (got '{backend}')")
     from rooftop.cli.batch_lines import ReportingQueue
     from rooftop.cli.progress import verdict_lines
     from rooftop.pipeline.evaluate import resolve_device

@@ -37,7 +37,7 @@ from rooftop.errors import UserError
 from rooftop.pipeline.job import DeviceChoice, DeviceType, Settings
 from rooftop.problem.registry import resolve
 from rooftop.problem.spec import Problem
-from rooftop.score.reward import REWARD_FNS, compute_reward
+from rooftop.score.reward import REWARDS, compute_reward
 from rooftop.service.evaluator import Evaluator, Result
 from rooftop.service.jobs import MAX_SOURCE_BYTES, SourceSnapshot, problem_hash
 from rooftop.verdict import Status, Verdict
@@ -125,8 +125,8 @@ class _EpisodeRules:
     def __init__(self, evaluator: Evaluator | None = None, *, db: str | Path | None = None, device: str = "auto",
                  reward: str | RewardFn = "default", max_turns: int = DEFAULT_TURNS,
                  settings: Settings | None = None) -> None:
-        if isinstance(reward, str) and reward not in REWARD_FNS:
-            raise UserError(f"reward: unknown reward function '{reward}' (known: {', '.join(sorted(REWARD_FNS))})")
+        if isinstance(reward, str) and reward not in REWARDS:
+            raise UserError(f"reward: unknown reward function '{reward}' (known: {', '.join(REWARDS.names())})")
         if max_turns < 1:
             raise UserError(f"max_turns: expected at least 1, got {max_turns}")
         from rooftop.integrity.sandbox import require_isolation

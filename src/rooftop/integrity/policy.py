@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rooftop.plugins import Registry
 from rooftop.problem.spec import Policy
 
 # torch calls that allocate or describe tensors but compute nothing: allowed when a problem
@@ -124,7 +125,7 @@ class Rule:
 
 
 # rule name -> the rule that reports it; registration order is the order in which violations on one line are listed
-RULES: dict[str, Rule] = {}
+RULES: Registry[Rule] = Registry("static rule")
 
 
 def rule(*names: str, nodes: tuple[type[ast.AST], ...]) -> Callable[[Check], Check]:
@@ -134,7 +135,9 @@ def rule(*names: str, nodes: tuple[type[ast.AST], ...]) -> Callable[[Check], Che
         taken = [name for name in names if name in RULES]
         if taken:
             raise ValueError(f"the rule name '{taken[0]}' is registered twice")
-        RULES.update(dict.fromkeys(names, Rule(names, nodes, check)))
+        entry = Rule(names, nodes, check)
+        for name in names:
+            RULES.add(name, entry)
         return check
     return register
 

@@ -81,10 +81,10 @@ class Settings(BaseModel):
     @field_validator("reward_fn")
     @classmethod
     def _reward(cls, value: str) -> str:
-        from rooftop.score.reward import REWARD_FNS
+        from rooftop.score.reward import REWARDS
 
-        if value not in REWARD_FNS:
-            raise ValueError(f"unknown reward function '{value}' (known: {', '.join(sorted(REWARD_FNS))})")
+        if value not in REWARDS:
+            raise ValueError(f"unknown reward function '{value}' (known: {', '.join(REWARDS.names())})")
         return value
 
     @model_validator(mode="after")

@@ -19,11 +19,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from rooftop.plugins import Registry
+
 if TYPE_CHECKING:
     from rooftop.verdict import Verdict
 
 RewardFn = Callable[["Verdict"], "float | None"]
-REWARD_FNS: dict[str, RewardFn] = {}
+REWARDS: Registry[RewardFn] = Registry("reward function")
 
 # OpenReward-style penalties for each failing status.
 FAILURE_REWARD = {
@@ -39,10 +41,7 @@ UNMEASURED_SPEEDUP = 0.0  # what an unmeasured timing counts as: no measured spe
 
 
 def reward_fn(name: str) -> Callable[[RewardFn], RewardFn]:
-    def register(fn: RewardFn) -> RewardFn:
-        REWARD_FNS[name] = fn
-        return fn
-    return register
+    return REWARDS.register(name)
 
 
 def headline_speedup(verdict: Verdict) -> float | None:
@@ -111,6 +110,4 @@ def correct_plus_speedup(verdict: Verdict) -> float | None:
 
 
 def compute_reward(verdict: Verdict, name: str = "default") -> float | None:
-    if name not in REWARD_FNS:
-        raise KeyError(f"unknown reward function '{name}' (known: {', '.join(sorted(REWARD_FNS))})")
-    return REWARD_FNS[name](verdict)
+    return REWARDS[name](verdict)

@@ -43,7 +43,7 @@ from rooftop.errors import UserError
 from rooftop.pipeline.job import DeviceChoice, DeviceType, Settings
 from rooftop.problem.registry import bundled_names, deck_names, resolve
 from rooftop.problem.spec import Problem
-from rooftop.score.reward import REWARD_FNS
+from rooftop.score.reward import REWARDS
 from rooftop.service.evaluator import Evaluator
 from rooftop.service.jobs import MAX_SOURCE_BYTES, JobState, SourceSnapshot
 
@@ -177,9 +177,9 @@ def create_app(config: ServerConfig, evaluator: Evaluator | None = None) -> Fast
 
     @app.post(f"{API}/sessions", dependencies=auth, status_code=201)
     async def new_session(body: NewSession) -> SessionOut:
-        if body.reward not in REWARD_FNS:
+        if body.reward not in REWARDS:
             raise HTTPException(422, f"reward: unknown reward function '{body.reward}' "
-                                     f"(known: {', '.join(sorted(REWARD_FNS))})")
+                                     f"(known: {', '.join(REWARDS.names())})")
         env = AsyncKernelEnv(service, reward=body.reward, max_turns=body.max_turns or config.max_turns,
                              settings=config.settings)
         env.reset(_problem(body.task))

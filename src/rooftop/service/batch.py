@@ -7,9 +7,11 @@ add candidates, judges only what has no verdict yet.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from rooftop.errors import UserError
 from rooftop.pipeline.job import DeviceType, Settings
+from rooftop.plugins import Registry, UnknownName
 from rooftop.service.inputs import Submission
 from rooftop.service.local import default_builders, local_orchestrator
 from rooftop.service.orchestrator import Orchestrator, ProgressFn, Tally
@@ -49,22 +51,46 @@ def device_count(device: DeviceType, workers: int | None, backend: str = "local"
     return workers or 1
 
 
-def orchestrator_for(queue: JobQueue, device: DeviceType, *, workers: int | None = None,
-                     builders: int | None = None, backend: str = "local", address: str | None = None,
-                     recycle_after: int = 200) -> Orchestrator:
-    """The orchestrator of a backend: `local` processes, or `ray` actors and tasks. Without
-    `builders`, one build worker per core this host has beside its device workers'."""
-    devices = device_count(device, workers, backend)
-    builders = builders or default_builders(device, devices)
-    if backend == "ray":
-        from rooftop.service.ray_backend import ray_orchestrator
+class Backend(Protocol):
+    def __call__(self, queue: JobQueue, device: DeviceType, *, devices: int, builders: int, address: str | None,
+                 recycle_after: int) -> Orchestrator: ...
 
-        return ray_orchestrator(queue, device, devices=devices, builders=builders, address=address,
-                                recycle_after=recycle_after)
+
+BACKENDS: Registry[Backend] = Registry("backend")
+
+
+@BACKENDS.register("local")
+def _local(queue: JobQueue, device: DeviceType, *, devices: int, builders: int, address: str | None,
+           recycle_after: int) -> Orchestrator:
+    """Processes on this machine."""
     if address is not None:
         raise UserError("--address: only the ray backend connects to a cluster (add --backend ray)")
     return local_orchestrator(queue, device, devices=devices, builders=builders, recycle_after=recycle_after,
                               gpus=gpu_count(device))
+
+
+@BACKENDS.register("ray")
+def _ray(queue: JobQueue, device: DeviceType, *, devices: int, builders: int, address: str | None,
+         recycle_after: int) -> Orchestrator:
+    """Actors and tasks on a Ray cluster (`address`, else one started here)."""
+    from rooftop.service.ray_backend import ray_orchestrator
+
+    return ray_orchestrator(queue, device, devices=devices, builders=builders, address=address,
+                            recycle_after=recycle_after)
+
+
+def orchestrator_for(queue: JobQueue, device: DeviceType, *, workers: int | None = None,
+                     builders: int | None = None, backend: str = "local", address: str | None = None,
+                     recycle_after: int = 200) -> Orchestrator:
+    """The orchestrator of a backend (`BACKENDS`). Without `builders`, one build worker per core
+    this host has beside its device workers'."""
+    try:
+        make = BACKENDS[backend]
+    except UnknownName as exc:
+        raise UserError(f"--backend: {exc}") from None
+    devices = device_count(device, workers, backend)
+    return make(queue, device, devices=devices, builders=builders or default_builders(device, devices),
+                address=address, recycle_after=recycle_after)
 
 
 def run_jobs(queue: JobQueue, ids: list[str], device: DeviceType, *, workers: int | None = None,

@@ -21,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rooftop.agents.adapters import ADAPTERS
 from rooftop.agents.adapters.base import Adapter, Launch, Usage
 from rooftop.agents.adapters.jsonl import add, amount, count, mapping, objects, total
 
@@ -111,4 +112,4 @@ class ClaudeAdapter(Adapter):
         return result is not None and result.get("is_error") is False
 
 
-ADAPTER = ClaudeAdapter()
+ADAPTER = ADAPTERS.add(ClaudeAdapter.name, ClaudeAdapter())

@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rooftop.agents.adapters import ADAPTERS
 from rooftop.agents.adapters.base import Adapter, Launch, Usage
 from rooftop.agents.adapters.jsonl import add, count, mapping, objects
 from rooftop.transcripts.detect import parse_file
@@ -92,4 +93,4 @@ class CodexAdapter(Adapter):
         return done
 
 
-ADAPTER = CodexAdapter()
+ADAPTER = ADAPTERS.add(CodexAdapter.name, CodexAdapter())

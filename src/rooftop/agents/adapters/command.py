@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from rooftop.agents.adapters import ADAPTERS
 from rooftop.agents.adapters.base import Adapter, Launch, Usage
 from rooftop.agents.adapters.jsonl import last_value
 from rooftop.errors import UserError
@@ -67,4 +68,4 @@ class CommandAdapter(Adapter):
             return Usage()
 
 
-ADAPTER = CommandAdapter()
+ADAPTER = ADAPTERS.add(CommandAdapter.name, CommandAdapter())

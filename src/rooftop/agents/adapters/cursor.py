@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rooftop.agents.adapters import ADAPTERS
 from rooftop.agents.adapters.base import Adapter, Launch, Usage
 from rooftop.agents.adapters.jsonl import count, last_of_type, mapping, total
 
@@ -52,4 +53,4 @@ class CursorAdapter(Adapter):
         return result is not None and result.get("is_error") is False
 
 
-ADAPTER = CursorAdapter()
+ADAPTER = ADAPTERS.add(CursorAdapter.name, CursorAdapter())

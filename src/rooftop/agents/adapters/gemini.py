@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rooftop.agents.adapters import ADAPTERS
 from rooftop.agents.adapters.base import Adapter, Launch, Usage
 from rooftop.agents.adapters.jsonl import count, last_of_type, mapping
 
@@ -48,4 +49,4 @@ class GeminiAdapter(Adapter):
         return exit_code == 0 and result is not None and result.get("status") == "success"
 
 
-ADAPTER = GeminiAdapter()
+ADAPTER = ADAPTERS.add(GeminiAdapter.name, GeminiAdapter())

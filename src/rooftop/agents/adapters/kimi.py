@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rooftop.agents.adapters import ADAPTERS
 from rooftop.agents.adapters.base import Adapter, Launch, Usage
 from rooftop.agents.adapters.jsonl import add, count, mapping, objects, total
 
@@ -74,4 +75,4 @@ class KimiAdapter(Adapter):
         return exit_code == 0 and any(record.get("role") == "assistant" for record in objects(transcript))
 
 
-ADAPTER = KimiAdapter()
+ADAPTER = ADAPTERS.add(KimiAdapter.name, KimiAdapter())

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from rooftop.agents.adapters import ADAPTERS
 from rooftop.agents.adapters.base import Adapter, Launch, Usage
 from rooftop.agents.transcript import Event, MessageEvent, ResultEvent, TokenUsage, read_transcript
 from rooftop.errors import UserError
@@ -65,4 +66,4 @@ class LLMAdapter(Adapter):
         return result is not None and (result.finished or result.reason == "max_turns")
 
 
-ADAPTER = LLMAdapter()
+ADAPTER = ADAPTERS.add(LLMAdapter.name, LLMAdapter())

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rooftop.agents.adapters import ADAPTERS
 from rooftop.agents.adapters.base import Adapter, Launch, Usage
 from rooftop.agents.adapters.jsonl import add, amount, count, mapping, objects, total
 from rooftop.errors import UserError
@@ -56,4 +57,4 @@ class OpencodeAdapter(Adapter):
         return exit_code == 0 and bool(steps) and steps[-1].get("reason") == "stop"
 
 
-ADAPTER = OpencodeAdapter()
+ADAPTER = ADAPTERS.add(OpencodeAdapter.name, OpencodeAdapter())

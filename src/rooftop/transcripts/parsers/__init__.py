@@ -1,6 +1,6 @@
-"""One module per transcript format, found by looking, so that a new format is one new file.
+"""One module per transcript format, so that a new format is one new file.
 
-Each module (its name not starting with `_`) exposes:
+Each module (its name not starting with `_`) registers its `Parser` with `PARSERS.add` (rooftop/plugins.py), made of:
 
 - `FORMAT: str`, the format's name;
 - `PRIORITY: int`, the order sniffers are asked in (lower first), so that a format whose records
@@ -9,21 +9,19 @@ Each module (its name not starting with `_`) exposes:
   `lines.Text` for lines that are not JSON), whether they are of this format;
 - `parse(records: Iterable[tuple[int, Any]], path: str | None = None) -> Session`, the session of
   numbered records as `lines.records` yields them; it never raises on content;
-- optionally `TEXT = True`: a plain-text format, whose records are every line as `lines.Text`
-  (`lines.texts`); or `DOCUMENT = True`: a format saved as one JSON document, whose records are
+- optionally `text=True`: a plain-text format, whose records are every line as `lines.Text`
+  (`lines.texts`); or `document=True`: a format saved as one JSON document, whose records are
   that document alone, as line 1 (`lines.document`).
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
+from rooftop.plugins import Registry
 from rooftop.transcripts.events import Session
 from rooftop.transcripts.lines import Record, document, records, texts
 
@@ -48,23 +46,14 @@ class Parser:
         return self.parse((texts if self.text else records)(path), str(path))
 
 
-@cache
+PARSERS: Registry[Parser] = Registry("transcript format", __name__)
+
+
 def registry() -> dict[str, Parser]:
     """Every format's parser by name, in sniffing order."""
-    found = []
-    for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        if all(hasattr(module, name) for name in ("FORMAT", "sniff", "parse")):
-            found.append(Parser(module.FORMAT, getattr(module, "PRIORITY", 50), module.sniff, module.parse,
-                                getattr(module, "TEXT", False), getattr(module, "DOCUMENT", False)))
-    return {p.format: p for p in sorted(found, key=lambda p: (p.priority, p.format))}
+    return {p.format: p for p in sorted(PARSERS.values(), key=lambda p: (p.priority, p.format))}
 
 
 def parser(format: str) -> Parser:
     """The parser of a format; KeyError naming the known ones if there is none."""
-    parsers = registry()
-    if format not in parsers:
-        raise KeyError(f"no transcript format '{format}' (known: {', '.join(sorted(parsers))})")
-    return parsers[format]
+    return PARSERS[format]

@@ -19,7 +19,7 @@ from typing import Any
 from rooftop.transcripts.build import Builder, amount, count, mapping, string, text_of, total, usage_sum, when
 from rooftop.transcripts.events import Role, Session, TokenUsage
 from rooftop.transcripts.lines import Record
-from rooftop.transcripts.parsers import _anthropic
+from rooftop.transcripts.parsers import PARSERS, Parser, _anthropic
 
 FORMAT = "claude"
 PRIORITY = 90  # after cursor, whose lines look alike but lack `uuid` and `parent_tool_use_id`
@@ -124,3 +124,6 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
         s.usage = usage_sum(e.usage for e in s.events)
         s.completed = False if s.events else None
     return b.finish()
+
+
+PARSERS.add(FORMAT, Parser(FORMAT, PRIORITY, sniff, parse))

@@ -21,7 +21,7 @@ from typing import Any
 from rooftop.transcripts.build import Builder, amount, items, mapping, string, text_of, usage_sum, when
 from rooftop.transcripts.events import Session
 from rooftop.transcripts.lines import Record
-from rooftop.transcripts.parsers import _anthropic
+from rooftop.transcripts.parsers import PARSERS, Parser, _anthropic
 
 FORMAT = "claude_native"
 PRIORITY = 70
@@ -94,3 +94,6 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
                 b.raw(line, record, str(kind or ""))
     s.usage = usage_sum(e.usage for e in s.events)
     return b.finish()
+
+
+PARSERS.add(FORMAT, Parser(FORMAT, PRIORITY, sniff, parse))

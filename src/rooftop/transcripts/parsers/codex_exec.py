@@ -19,6 +19,7 @@ from typing import Any
 from rooftop.transcripts.build import Builder, items, mapping, string, text_of, usage_sum
 from rooftop.transcripts.events import Session, ToolCall, ToolResult
 from rooftop.transcripts.lines import Record
+from rooftop.transcripts.parsers import PARSERS, Parser
 from rooftop.transcripts.parsers.codex_rollout import tokens
 
 FORMAT = "codex_exec"
@@ -119,3 +120,6 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
     s.completed = done
     s.agent = "codex"
     return b.finish()
+
+
+PARSERS.add(FORMAT, Parser(FORMAT, PRIORITY, sniff, parse))

@@ -43,6 +43,7 @@ from rooftop.transcripts.build import Builder, arguments, count, items, mapping,
 from rooftop.transcripts.diffs import Files, patch_diffs
 from rooftop.transcripts.events import Event, Session, TokenUsage, ToolCall, ToolResult
 from rooftop.transcripts.lines import Record
+from rooftop.transcripts.parsers import PARSERS, Parser
 
 FORMAT = "codex_rollout"
 PRIORITY = 20
@@ -323,3 +324,6 @@ def _unanswered_commands(events: list[Event], ended: list[tuple[Event, dict[str,
 
 def parse(records: Iterable[Record], path: str | None = None) -> Session:
     return _Rollout(path).parse(records)
+
+
+PARSERS.add(FORMAT, Parser(FORMAT, PRIORITY, sniff, parse))

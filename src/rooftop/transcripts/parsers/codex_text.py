@@ -23,10 +23,10 @@ from rooftop.transcripts.build import Builder
 from rooftop.transcripts.diffs import header
 from rooftop.transcripts.events import Session, ToolCall, ToolResult
 from rooftop.transcripts.lines import Record, Text
+from rooftop.transcripts.parsers import PARSERS, Parser
 
 FORMAT = "codex_text"
 PRIORITY = 5  # its banner is unmistakable, and JSON printed in its output must not mislead
-TEXT = True  # read from the lines' text (lines.texts), not from JSON
 BANNER = "OpenAI Codex v"
 MARKERS = {"user", "thinking", "codex", "exec", "file update", "file update:", "tokens used"}
 _APPLIED = re.compile(r"^apply_patch\(.*\) (succeeded|exited (-?\d+)) in [\d.]+m?s:$")
@@ -146,3 +146,6 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
     if s.completed is None and s.events:
         s.completed = False
     return b.finish()
+
+
+PARSERS.add(FORMAT, Parser(FORMAT, PRIORITY, sniff, parse, text=True))

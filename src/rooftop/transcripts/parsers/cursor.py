@@ -21,6 +21,7 @@ from rooftop.transcripts.build import Builder, amount, count, mapping, string, t
 from rooftop.transcripts.diffs import Files, unified
 from rooftop.transcripts.events import Event, Session, TokenUsage, ToolCall, ToolResult
 from rooftop.transcripts.lines import Record
+from rooftop.transcripts.parsers import PARSERS, Parser
 
 FORMAT = "cursor"
 PRIORITY = 80
@@ -153,3 +154,6 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
         s.completed = False
     s.agent = "cursor-agent"
     return b.finish()
+
+
+PARSERS.add(FORMAT, Parser(FORMAT, PRIORITY, sniff, parse))

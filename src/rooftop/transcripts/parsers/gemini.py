@@ -18,6 +18,7 @@ from rooftop.transcripts.build import Builder, amount, count, mapping, string, t
 from rooftop.transcripts.diffs import Files
 from rooftop.transcripts.events import Event, Session, TokenUsage, ToolCall, ToolResult
 from rooftop.transcripts.lines import Record
+from rooftop.transcripts.parsers import PARSERS, Parser
 
 FORMAT = "gemini"
 PRIORITY = 60
@@ -108,3 +109,6 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
         s.completed = False
     s.agent = "gemini-cli"
     return b.finish()
+
+
+PARSERS.add(FORMAT, Parser(FORMAT, PRIORITY, sniff, parse))

@@ -23,11 +23,11 @@ from rooftop.transcripts.build import Builder, count, items, mapping, string, te
 from rooftop.transcripts.diffs import Files
 from rooftop.transcripts.events import Role, Session, TokenUsage, ToolResult
 from rooftop.transcripts.lines import Record
+from rooftop.transcripts.parsers import PARSERS, Parser
 from rooftop.transcripts.parsers.gemini import tool_call
 
 FORMAT = "gemini_native"
 PRIORITY = 60
-DOCUMENT = True
 NOTES: dict[str, Role] = {"info": "system", "warning": "system", "error": "error"}
 
 
@@ -134,3 +134,6 @@ def _message(b: Builder, files: Files, message: Any, line: int | None = None) ->
         b.add(line, NOTES[kind], kind, text=text, **at)
     else:
         b.raw(line, message, kind)
+
+
+PARSERS.add(FORMAT, Parser(FORMAT, PRIORITY, sniff, parse, document=True))

@@ -29,6 +29,7 @@ from rooftop.transcripts.build import Builder, arguments, count, items, mapping,
 from rooftop.transcripts.diffs import Files
 from rooftop.transcripts.events import Session, ToolCall, ToolResult
 from rooftop.transcripts.lines import Record, head, records
+from rooftop.transcripts.parsers import PARSERS, Parser
 from rooftop.transcripts.parsers.kimi_wire import Wire
 from rooftop.transcripts.parsers.kimi_wire import sniff as wire_sniff
 
@@ -173,3 +174,6 @@ def nest_subagents(session: Session, main: Path, tasks: list[str] | None = None)
         for event in sub.events:
             event.index, event.line, event.parent, event.sidechain = len(session.events), None, call_id, True
             session.events.append(event)
+
+
+PARSERS.add(FORMAT, Parser(FORMAT, PRIORITY, sniff, parse))

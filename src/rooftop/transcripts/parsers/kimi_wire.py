@@ -20,6 +20,7 @@ from rooftop.transcripts.build import Builder, arguments, count, items, mapping,
 from rooftop.transcripts.diffs import snippet
 from rooftop.transcripts.events import Session, TokenUsage, ToolCall, ToolResult
 from rooftop.transcripts.lines import Record
+from rooftop.transcripts.parsers import PARSERS, Parser
 
 FORMAT = "kimi_wire"
 PRIORITY = 40
@@ -133,3 +134,6 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
     s.usage = usage_sum(e.usage for e in s.events)
     s.completed = turns == 0 if any(e.kind == "TurnBegin" for e in s.events) else None
     return b.finish()
+
+
+PARSERS.add(FORMAT, Parser(FORMAT, PRIORITY, sniff, parse))

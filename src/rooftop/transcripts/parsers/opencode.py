@@ -22,6 +22,7 @@ from rooftop.transcripts.build import Builder, amount, count, items, mapping, st
 from rooftop.transcripts.diffs import Files
 from rooftop.transcripts.events import Session, TokenUsage, ToolCall, ToolResult
 from rooftop.transcripts.lines import Record
+from rooftop.transcripts.parsers import PARSERS, Parser
 
 FORMAT = "opencode"
 PRIORITY = 30
@@ -121,3 +122,6 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
     s.completed = last_reason == "stop" if last_reason is not None else None
     s.agent = "opencode"
     return b.finish()
+
+
+PARSERS.add(FORMAT, Parser(FORMAT, PRIORITY, sniff, parse))

@@ -14,10 +14,10 @@ from typing import Any
 from rooftop.transcripts.build import Builder
 from rooftop.transcripts.events import Session
 from rooftop.transcripts.lines import Record, Text, decode
+from rooftop.transcripts.parsers import PARSERS, Parser
 
 FORMAT = "text"
 PRIORITY = 99
-TEXT = True
 
 
 def sniff(records: list[Any]) -> bool:
@@ -50,3 +50,6 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
         block.append(text)
     flush()
     return b.finish()
+
+
+PARSERS.add(FORMAT, Parser(FORMAT, PRIORITY, sniff, parse, text=True))

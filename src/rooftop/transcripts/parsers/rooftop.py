@@ -29,6 +29,7 @@ from rooftop.transcripts.build import (
 from rooftop.transcripts.diffs import Files
 from rooftop.transcripts.events import Session, TokenUsage, ToolCall, ToolResult
 from rooftop.transcripts.lines import Record
+from rooftop.transcripts.parsers import PARSERS, Parser
 
 FORMAT = "rooftop"
 PRIORITY = 10
@@ -105,3 +106,6 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
     if result is None and s.events:
         s.completed = False
     return b.finish()
+
+
+PARSERS.add(FORMAT, Parser(FORMAT, PRIORITY, sniff, parse))
