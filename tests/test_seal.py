@@ -247,3 +247,26 @@ def test_on_a_gpu_the_wall_floor_rejects_what_a_second_timing_holds_too(monkeypa
     assert len(timings) == 2 and result.flags == ["host-bound"]
     assert ev.verdict.warnings[0] == "[host-bound] timing 2"
     assert ev.verdict.warnings[1].startswith(breach) and "timed again" in ev.verdict.warnings[1]
+
+
+def test_timed_blocks_hold_about_20_ms_of_calls_and_at_most_a_gib_of_expected_outputs():
+    """The timing gate queues timed calls in blocks (pipeline/calls.py): 16 calls of a 50 us
+    kernel, one of a 30 ms one, and never more expected outputs than 1 GiB on the trusted side."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from rooftop.pipeline.timing import BLOCK_CALLS, _BlockSize
+
+    def sized(seconds: float, reference: float, out_bytes: int) -> int:
+        sizes = _BlockSize(SimpleNamespace())
+        expected = torch.empty(out_bytes, dtype=torch.uint8, device="meta")
+        sizes.saw(SimpleNamespace(reply=SimpleNamespace(seconds=seconds), reference_seconds=reference,
+                                  expected=expected))
+        return sizes.next()
+
+    assert sized(50e-6, 60e-6, 1 << 20) == BLOCK_CALLS
+    assert sized(2e-3, 4e-3, 1 << 20) == 5  # the slower side's calls set it
+    assert sized(30e-3, 30e-3, 1 << 20) == 1
+    assert sized(50e-6, 50e-6, 300 << 20) == 3  # 1 GiB of 300 MiB outputs
+    assert sized(50e-6, 50e-6, 2 << 30) == 1
