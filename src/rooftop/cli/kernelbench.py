@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from rooftop.batch.kernelbench import SampleRow
     from rooftop.batch.selfcheck import SelfCheckRow
     from rooftop.pipeline.job import Settings
-    from rooftop.problem.kernelbench import ImportReport
+    from rooftop.problem.imports import Imported, ImportReport
 
 import_app = cli_app("Import another benchmark's problems as decks.", no_args_is_help=True)
 
@@ -73,8 +74,8 @@ def import_command(
         return
     out.print(_import_table(report))
     for item in report.imported:
-        if item.not_counted:
-            out.print(f"[yellow]{item.name}[/yellow]: no figures ({item.not_counted})", highlight=False)
+        if item.note("figures"):
+            out.print(f"[yellow]{item.name}[/yellow]: no figures ({item.note('figures')})", highlight=False)
     for skipped in report.skipped:
         out.print(f"[red]skipped {skipped.origin}[/red]: {skipped.reason}", highlight=False)
     addressed = any(root.resolve() == r.resolve() for r in deck_roots())
@@ -85,20 +86,23 @@ def import_command(
 
 def _import_table(report: ImportReport) -> Table:
     table = Table(title=f"KernelBench imported into {report.root}", header_style="bold")
-    for col in ("deck", "problems", "added", "updated", "unchanged", "compute", "memory", "no figures"):
+    for col in ("deck", "problems", "added", "updated", "unchanged", "compute", "memory", "no figures", "no smoke"):
         table.add_column(col, justify="left" if col == "deck" else "right")
-    decks: dict[str, list[Any]] = {}
+    decks: dict[str, list[Imported]] = {}
     for item in report.imported:
         decks.setdefault(item.name.rsplit("/", 1)[0], []).append(item)
     for deck, items in decks.items():
-        table.add_row(deck, str(len(items)), _count(items, change="added"), _count(items, change="updated"),
-                      _count(items, change="unchanged"), _count(items, regime="compute", not_counted=""),
-                      _count(items, regime="memory", not_counted=""), str(sum(1 for i in items if i.not_counted)))
+        counted = [i for i in items if not i.note("figures")]
+        table.add_row(deck, str(len(items)), *[_count(items, lambda i: i.change == "added"),
+                                               _count(items, lambda i: i.change == "updated"),
+                                               _count(items, lambda i: i.change == "unchanged")],
+                      _count(counted, lambda i: i.regime == "compute"), _count(counted, lambda i: i.regime == "memory"),
+                      _count(items, lambda i: bool(i.note("figures"))), _count(items, lambda i: bool(i.note("smoke"))))
     return table
 
 
-def _count(items: list[Any], **match: object) -> str:
-    return str(sum(1 for i in items if all(getattr(i, k) == v for k, v in match.items())))
+def _count(items: list[Imported], match: Callable[[Imported], bool]) -> str:
+    return str(sum(1 for i in items if match(i)))
 
 
 def _settings(device: DeviceChoice, shapes: str, timeout: float | None, sandbox: Sandbox) -> Settings:

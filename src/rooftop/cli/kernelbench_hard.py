@@ -17,7 +17,7 @@ from rooftop.errors import UserError
 
 if TYPE_CHECKING:
     from rooftop.pipeline.job import Settings
-    from rooftop.problem.kernelbench_hard import Imported, ImportReport
+    from rooftop.problem.imports import Imported, ImportReport
     from rooftop.problem.spec import Problem
 
 
@@ -72,7 +72,7 @@ def _formula(formula: str | None, item: Imported, field: str) -> Text:
 
 def refuse_gpu_only(problems: list[Problem], settings: Settings) -> None:
     """The pipeline's own refusal (`select_shapes`), answered before torch is imported."""
-    from rooftop.problem.kernelbench_hard import cpu_refusal
+    from rooftop.problem.spec import cpu_refusal
 
     if settings.shapes != "auto":
         return

@@ -19,8 +19,7 @@ from rooftop.pipeline.context import Evaluation, RunState, Seeds
 from rooftop.pipeline.events import EvaluationFinished, EvaluationStarted, EventSink, ignore
 from rooftop.pipeline.job import SHAPE_GROUPS, DeviceChoice, DeviceType, EvalJob, Settings
 from rooftop.pipeline.runner import GateRunner
-from rooftop.problem.kernelbench_hard import cpu_refusal
-from rooftop.problem.spec import Problem, Shape, Split
+from rooftop.problem.spec import Problem, Shape, Split, cpu_refusal
 from rooftop.solution.loader import Solution
 from rooftop.verdict import ShapeResult, Status, Verdict
 

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel
 
 from rooftop.errors import UserError
+from rooftop.problem.imports import Imported, ImportReport, Note, Skipped
 from rooftop.problem.spec import ParamValue, Policy, ProblemSpec, Shape
 from rooftop.yamlfile import read_yaml
 
@@ -50,27 +50,6 @@ class SourceFile:
     def name(self) -> str:
         """The problem's name in the decks: kernelbench/level1/19_ReLU."""
         return f"{self.deck}/{safe_name(self.stem)}"
-
-
-class Skipped(BaseModel):
-    origin: str
-    reason: str
-
-
-class Imported(BaseModel):
-    name: str
-    folder: Path
-    change: Literal["added", "updated", "unchanged"]
-    regime: str
-    flops: int | None = None
-    bytes: int | None = None
-    not_counted: str = ""  # why the figures could not be estimated (empty when they were)
-
-
-class ImportReport(BaseModel):
-    root: Path
-    imported: list[Imported] = []
-    skipped: list[Skipped] = []
 
 
 def safe_name(stem: str) -> str:
@@ -292,9 +271,11 @@ def write_problem(source: SourceFile, folder: Path) -> Imported | Skipped:
         spec_file.write_text(text)
     change: Literal["added", "updated", "unchanged"] = \
         "unchanged" if before == (source.code, text) else ("added" if before == (None, None) else "updated")
-    return Imported(name=source.name, folder=folder, change=change, regime=spec.regime,
-                    flops=figures.flops if figures else None, bytes=figures.bytes if figures else None,
-                    not_counted=not_counted)
+    notes = [Note(field="figures", note=not_counted)] if not_counted else []
+    notes += [Note(field="smoke", note=no_smoke)] if smoke is None else []
+    return Imported(name=source.name, folder=folder, change=change, version=version, regime=spec.regime,
+                    shapes=len(spec.shapes), flops=str(figures.flops) if figures else None,
+                    bytes=str(figures.bytes) if figures else None, notes=notes)
 
 
 def _yaml(spec: ProblemSpec, source: SourceFile) -> str:

@@ -21,31 +21,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from rooftop.errors import UserError
 from rooftop.problem import dtypes, expr
-from rooftop.problem.kernelbench import Skipped, natural_key, safe_name, third_party_imports
-from rooftop.problem.spec import Problem, ProblemSpec
+from rooftop.problem.imports import Imported, ImportReport, Note, Skipped
+from rooftop.problem.kernelbench import natural_key, safe_name, third_party_imports
+from rooftop.problem.spec import GPU_ONLY, ProblemSpec
 from rooftop.yamlfile import read_yaml
 
 DECK = "kernelbench-hard"
-# a problem whose shapes are all sized for a GPU and that has no smoke shapes: `rooftop eval` on a
-# CPU refuses it unless --shapes names what to run (minutes of CPU work per shape otherwise)
-GPU_ONLY = "gpu-only"
-
-
-def cpu_refusal(problems: list[Problem]) -> str | None:
-    """Why these problems are not evaluated on a CPU with the default shapes: one tagged gpu-only has
-    no smoke shapes and shapes sized for a GPU (minutes each on a CPU); None when none is."""
-    gpu_only = [p for p in problems if GPU_ONLY in p.spec.tags and not p.spec.smoke]
-    if not gpu_only:
-        return None
-    first = gpu_only[0]
-    others = f" (and {len(gpu_only) - 1} more)" if len(gpu_only) > 1 else ""
-    return (f"{first.name}{others}: no smoke shapes, and its shapes are sized for a GPU ({GPU_ONLY}), so it is not "
-            f"evaluated on a CPU by default; run it on a GPU, or name what to run here with --shapes "
-            f"(e.g. --shapes {first.spec.shapes[0].name}, or --shapes visible)")
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
 ADAPTER_MARK = "# ---- rooftop adapter"
 # true of every problem of the format: said once in the report, not once per problem
@@ -55,33 +40,6 @@ COMMON_NOTES = (
     "`rooftop eval` and `rooftop selfcheck` on a CPU refuse them unless --shapes names what to run",
     "PROMPT.txt is not copied (it lists every shape; rooftop makes its own prompt from the spec)",
 )
-
-
-class Note(BaseModel):
-    """Something of their problem that rooftop's differs in, and why."""
-
-    field: str
-    note: str
-
-
-class Imported(BaseModel):
-    name: str
-    folder: Path
-    change: Literal["added", "updated", "unchanged"]
-    version: int
-    dtype: str
-    regime: str
-    shapes: int
-    flops: str | None = None
-    bytes: str | None = None
-    notes: list[Note] = []
-
-
-class ImportReport(BaseModel):
-    root: Path
-    imported: list[Imported] = []
-    skipped: list[Skipped] = []
-    notes: list[str] = list(COMMON_NOTES)
 
 
 class Unfit(Exception):
@@ -477,7 +435,7 @@ def get_inputs(**shape):
 def import_kernelbench_hard(path: Path, into: Path) -> ImportReport:
     """Write every problem folder of `path` under `into` as kernelbench-hard/<name>/. Importing the
     same folders again changes nothing; a changed reference or spec bumps the problem's version."""
-    report = ImportReport(root=Path(into))
+    report = ImportReport(root=Path(into), notes=list(COMMON_NOTES))
     seen: dict[str, Path] = {}
     for folder in problem_folders(path):
         name = f"{DECK}/{safe_name(folder.name)}"

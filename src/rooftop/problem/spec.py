@@ -259,3 +259,21 @@ class Problem(BaseModel):
         if self.bundled_name:
             return self.bundled_name
         return str(self.reference if self.spec.kernelbench else self.root)
+
+
+# the tag of a problem whose shapes are all sized for a GPU and that has no smoke shapes: `rooftop
+# eval` on a CPU refuses it unless --shapes names what to run (minutes of CPU work per shape otherwise)
+GPU_ONLY = "gpu-only"
+
+
+def cpu_refusal(problems: list[Problem]) -> str | None:
+    """Why these problems are not evaluated on a CPU with the default shapes: one tagged gpu-only has
+    no smoke shapes and shapes sized for a GPU (minutes each on a CPU); None when none is."""
+    gpu_only = [p for p in problems if GPU_ONLY in p.spec.tags and not p.spec.smoke]
+    if not gpu_only:
+        return None
+    first = gpu_only[0]
+    others = f" (and {len(gpu_only) - 1} more)" if len(gpu_only) > 1 else ""
+    return (f"{first.name}{others}: no smoke shapes, and its shapes are sized for a GPU ({GPU_ONLY}), so it is not "
+            f"evaluated on a CPU by default; run it on a GPU, or name what to run here with --shapes "
+            f"(e.g. --shapes {first.spec.shapes[0].name}, or --shapes visible)")
