@@ -115,7 +115,7 @@ def test_inline_cuda_builds_once():
     second = run("scale", "cuda_inline_ok.py", device="cuda")
     assert first.status.value == second.status.value == "correct", first.messages
     [build] = [g for g in second.gates if g.gate.value == "build"]
-    assert build.cached is True and build.seconds < 20
+    assert build.cached is True
 
 
 def test_standalone_cuda_with_ctypes():
