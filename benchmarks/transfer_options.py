@@ -30,7 +30,7 @@ import torch
 
 from rooftop.check import vmm
 from rooftop.integrity.sandbox import plan
-from rooftop.pipeline.spawn import PACKAGE
+from rooftop.pipeline.trusted.spawn import PACKAGE
 
 CHILD = r"""
 import os, pickle, socket, sys, time, torch

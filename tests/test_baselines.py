@@ -9,7 +9,7 @@ from test_cli import rooftop
 
 from rooftop.measure.baselines import Platform, time_baselines
 from rooftop.measure.stopping import TimingPolicy
-from rooftop.pipeline.scoring import attach_stored_baselines
+from rooftop.pipeline.trusted.scoring import attach_stored_baselines
 from rooftop.store.db import Store
 
 QUICK = TimingPolicy(warmup_calls=1, warmup_seconds=0, min_samples=3, min_seconds=0, target_rse=None, max_samples=5)

@@ -171,7 +171,7 @@ def test_the_shape_table_fits_120_columns_and_speaks_in_significant_digits():
     from rich.console import Console
 
     from rooftop.cli.render import shape_table
-    from rooftop.pipeline.scoring import set_speedup
+    from rooftop.pipeline.trusted.scoring import set_speedup
     from rooftop.verdict import Status, Verdict
 
     shapes = [_gpu_shape("b16_s4096_d128_causal", 0.0031, gbps=1234.6, speedups={"compile": 0.0029},

@@ -18,7 +18,7 @@ from conftest import deck_solutions
 from deck_checks import fake_outputs, meta_bytes, reference_outputs
 
 from rooftop.check.compare import as_outputs, compare_outputs
-from rooftop.pipeline.static import check_solution_files
+from rooftop.pipeline.trusted.static import check_solution_files
 from rooftop.problem.registry import bundled_names, resolve
 from rooftop.score.hardware import datasheet
 from rooftop.score.roofline import floor_seconds

@@ -1,4 +1,4 @@
-"""The GPU lease (pipeline/device_lease.py): one evaluation on a GPU at a time, across processes;
+"""The GPU lease (pipeline/trusted/device_lease.py): one evaluation on a GPU at a time, across processes;
 and device workers beyond one per GPU, which share the GPUs and take turns on each."""
 
 import json
@@ -11,11 +11,11 @@ import pytest
 from conftest import HAS_CUDA
 
 from rooftop.errors import UserError
-from rooftop.pipeline.device_lease import DeviceLease
+from rooftop.pipeline.trusted.device_lease import DeviceLease
 
 HOLDER = """
 import json, sys, time
-from rooftop.pipeline.device_lease import DeviceLease
+from rooftop.pipeline.trusted.device_lease import DeviceLease
 from pathlib import Path
 lease = DeviceLease("gpu-test", Path(sys.argv[1]))
 told = []
@@ -90,7 +90,7 @@ def test_the_lease_file_is_open_to_every_user(tmp_path):
 
 
 def test_the_leases_folder_is_shared_and_a_bad_one_is_named(tmp_path, monkeypatch):
-    from rooftop.pipeline.device_lease import LOCKS_ENV, lock_folder
+    from rooftop.pipeline.trusted.device_lease import LOCKS_ENV, lock_folder
 
     monkeypatch.setenv(LOCKS_ENV, str(tmp_path / "locks"))
     assert (lock_folder().stat().st_mode & 0o7777) == 0o1777

@@ -252,7 +252,7 @@ def test_a_tree_that_takes_the_host_s_memory_or_processes_is_killed(tmp_path, fa
 def test_a_dead_child_s_log_is_read_from_its_end(tmp_path):
     """The trusted side quotes the end of a crashed child's log; a log of gigabytes (the file-size
     limit allows 4 GiB) must cost it a few kilobytes, not the whole file."""
-    from rooftop.pipeline.session import ChildSession
+    from rooftop.pipeline.trusted.session import ChildSession
 
     log = tmp_path / "child.log"
     with open(log, "wb") as f:

@@ -123,9 +123,9 @@ def test_a_failed_gate_is_reported_with_its_status():
 
 
 def test_cancelling_stops_between_calls_and_leaves_no_verdict():
-    from rooftop.pipeline.context import Cancelled
     from rooftop.pipeline.evaluate import evaluate
     from rooftop.pipeline.job import Settings
+    from rooftop.pipeline.trusted.context import Cancelled
     from rooftop.solution.loader import load_solution
 
     cancel = threading.Event()
@@ -141,7 +141,7 @@ def test_cancelling_stops_between_calls_and_leaves_no_verdict():
 
 @pytest.mark.quiet
 def test_a_contended_shape_is_left_out_of_the_summary_and_leaves_the_speedup_unmeasured():
-    from rooftop.pipeline.scoring import summarize
+    from rooftop.pipeline.trusted.scoring import summarize
     from rooftop.score.reward import compute_reward
 
     v = run("scale", "good.py", shapes="tiny,small")

@@ -192,7 +192,7 @@ def _traced_calls(timer, works, between=None):
 def test_kernel_tracer_reads_each_call_on_every_stream_and_leaves_the_harnesss_work_between_calls_out(traced_timer):
     import torch
 
-    from rooftop.pipeline.child_call import _summary
+    from rooftop.pipeline.child.call import _summary
 
     x = torch.randn(2048, 2048, device="cuda")
     side = torch.cuda.Stream()
@@ -244,8 +244,8 @@ def test_honest_calls_last_kernel_ends_within_the_traces_slack_of_the_reported_t
     the closing event) must stay below the strikes."""
     import torch
 
-    from rooftop.pipeline.child_call import _summary
-    from rooftop.pipeline.tracing import TRACE_SLACK, TRACE_STRIKES
+    from rooftop.pipeline.child.call import _summary
+    from rooftop.pipeline.trusted.tracing import TRACE_SLACK, TRACE_STRIKES
 
     x = torch.randn(1 << 20, device="cuda")
     a = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)

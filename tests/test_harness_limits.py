@@ -10,8 +10,8 @@ import torch
 from conftest import FIXTURES, fixture_problem, run
 
 from rooftop.check.landing import Landed, Landing, LandingError
-from rooftop.pipeline.child_call import harness_step
-from rooftop.pipeline.memory import plan_pools, shape_sizes
+from rooftop.pipeline.child.call import harness_step
+from rooftop.pipeline.trusted.memory import plan_pools, shape_sizes
 from rooftop.problem.instance import ProblemInstance
 from rooftop.verdict import GateFailed, Status
 
@@ -45,7 +45,7 @@ def test_shared_memory_that_cannot_be_made_is_an_internal_error(monkeypatch):
     def refuse(*_args, **_kwargs):
         raise LandingError("the shared memory for 4096 bytes of outputs could not be made: no space left")
 
-    monkeypatch.setattr("rooftop.pipeline.calls.Landing", refuse)
+    monkeypatch.setattr("rooftop.pipeline.trusted.calls.Landing", refuse)
     v = run("scale", "good.py", timing=False)
     assert v.status is Status.internal_error and v.failed_gate.value == "correctness"
     assert "[harness]" in v.messages[0] and "could not be made" in v.messages[0]
@@ -123,7 +123,7 @@ def test_small_inputs_are_planned_without_running_the_reference(monkeypatch):
     def forward_not_wanted(*_args):
         raise AssertionError("the reference's forward ran")
 
-    monkeypatch.setattr("rooftop.pipeline.memory.shape_sizes", forward_not_wanted)
+    monkeypatch.setattr("rooftop.pipeline.trusted.memory.shape_sizes", forward_not_wanted)
     assert plan_pools(instance, [shape], free=80 << 30)[shape.name] >= 2
 
 
@@ -131,7 +131,7 @@ def test_shape_sizes_are_measured_once_and_kept_in_the_cache(monkeypatch, tmp_pa
     """The forward that sizes a large shape costs a fresh process most of a second: its figures
     are kept per reference source, spec, shape and torch version, and a damaged entry is measured
     again."""
-    from rooftop.pipeline import memory
+    from rooftop.pipeline.trusted import memory
 
     monkeypatch.setenv("ROOFTOP_CACHE", str(tmp_path))
     problem = fixture_problem("scale")

@@ -12,7 +12,7 @@ from rooftop.errors import SpecError
 from rooftop.integrity.policy import check_language, check_source
 from rooftop.measure.baselines import time_baselines
 from rooftop.measure.stopping import TimingPolicy
-from rooftop.pipeline.scoring import attach_stored_baselines
+from rooftop.pipeline.trusted.scoring import attach_stored_baselines
 from rooftop.problem.loader import load_problem
 from rooftop.problem.spec import Policy
 from rooftop.store.db import Store
@@ -96,7 +96,7 @@ def test_the_static_gate_names_the_language_rule(tmp_path):
                                         "'ROOFTOP_BUILD_DIR'], 'k.so'))\n")
     (native / "k.cu").write_text('extern "C" void k(float* y) { cublasSgemm(0); }\n')
     cuda_task = fixture_problem("scale_k2k").spec.policy.model_copy(update={"language": "cuda"})
-    from rooftop.pipeline.static import check_solution_files
+    from rooftop.pipeline.trusted.static import check_solution_files
     from rooftop.solution.loader import load_solution
     from rooftop.verdict import GateFailed
 

@@ -263,7 +263,7 @@ def test_figures_of_a_matmul_are_its_flops_and_its_three_matrices(tmp_path):
 def test_a_time_below_an_estimated_floor_is_a_warning_not_a_rejection(tmp_path):
     """Counted flops are a direct algorithm's (cuDNN's FFT convolutions do fewer): a time under the
     floor of estimated figures is flagged, while under a problem's own formulas it is rejected."""
-    from rooftop.pipeline.scoring import score
+    from rooftop.pipeline.trusted.scoring import score
     from rooftop.problem.loader import load_problem
     from rooftop.verdict import Environment
 

@@ -125,3 +125,17 @@ def test_environment_variables_are_read_in_one_module():
                 stray.append(f"{module}: {node.value}")
     assert not stray, f"read these through rooftop.config (and list them there): {stray}"
     assert all(name.startswith("ROOFTOP_") and v.meaning for name, v in VARIABLES.items())
+
+
+def test_the_trust_boundary_is_in_the_folders():
+    """The evaluation child's code (pipeline/child/) imports nothing of the trusted side, and the
+    trusted side (pipeline/trusted/ and what sits above it) nothing of the child's: they share only
+    the wire (pipeline/wire.py, its messages; pipeline/channel.py, their transport) and the job
+    (pipeline/job.py)."""
+    child = {m for m in MODULES if m.startswith("rooftop.pipeline.child")}
+    pipeline = {m for m in MODULES if m.startswith("rooftop.pipeline.")}
+    shared = {"rooftop.pipeline.wire", "rooftop.pipeline.channel", "rooftop.pipeline.job", "rooftop.pipeline"}
+    crossing = [f"{m} -> {t}" for m in child for t in _module_imports(MODULES[m])
+                if t in pipeline and t not in child and t not in shared]
+    crossing += [f"{m} -> {t}" for m in pipeline - child for t in _module_imports(MODULES[m]) if t in child]
+    assert not crossing, crossing

@@ -247,7 +247,7 @@ def test_a_shape_timed_right_after_the_solutions_last_call_skips_only_the_warm_u
     import time
     from types import SimpleNamespace
 
-    from rooftop.pipeline import timing
+    from rooftop.pipeline.trusted import timing
 
     policy = TimingPolicy()
     now = time.monotonic()

@@ -24,7 +24,7 @@ def test_correct_with_cpu_timings():
 def test_the_phases_say_where_each_kind_of_call_spent_its_round_trips():
     v = run("scale", "good.py")
     phases = v.phases
-    # a timed call is one of a block (pipeline/calls.py): the block's wait for its calls comes last
+    # a timed call is one of a block (pipeline/trusted/calls.py): the block's wait for its calls comes last
     for kind, last in (("checked_calls", "checks"), ("timed_calls", "wait")):
         trip = phases[f"{kind}_round_trip"]
         steps = [phases[f"{kind}_child_{step}"] for step in ("inputs", "clock", "probes", last)]

@@ -1,6 +1,6 @@
 """A reference much slower than the candidate leaves the timed calls once its own samples stop it;
 the calls after that are checked on a secret draw made after each reply, and on every call faster
-than any the reference was paired with (pipeline/timing.py)."""
+than any the reference was paired with (pipeline/trusted/timing.py)."""
 
 import textwrap
 
@@ -70,7 +70,7 @@ def test_wrong_outputs_after_the_reference_left_are_caught_by_the_draw(tmp_path)
 
 
 def test_a_call_faster_than_any_paired_one_is_always_checked(tmp_path, monkeypatch):
-    import rooftop.pipeline.timing as timing
+    import rooftop.pipeline.trusted.timing as timing
 
     monkeypatch.setattr(timing, "CHECK_SHARE", 10**9)  # no draw: only the fast-call rule is left
     body = f"""\
@@ -85,7 +85,7 @@ def test_a_call_faster_than_any_paired_one_is_always_checked(tmp_path, monkeypat
 
 def test_without_the_draw_a_slow_wrong_call_is_not_compared(tmp_path, monkeypatch):
     """The control of the two above: the draw, not some other check, is what catches slow wrong calls."""
-    import rooftop.pipeline.timing as timing
+    import rooftop.pipeline.trusted.timing as timing
 
     monkeypatch.setattr(timing, "CHECK_SHARE", 10**9)
     v = run("slow_reference", _solution(tmp_path, SLOW_WRONG), timing_policy=POLICY)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rooftop.measure.measurement import TimingStats
-from rooftop.pipeline.scoring import summarize
+from rooftop.pipeline.trusted.scoring import summarize
 from rooftop.score.reward import REWARDS, compute_reward, unmeasured
 from rooftop.verdict import ShapeResult, Status, Verdict
 

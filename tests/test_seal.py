@@ -106,7 +106,7 @@ def _floor(untimed_us: float, harness_us: list[float], after_us: list[float], re
            device: str = "cuda"):
     from types import SimpleNamespace
 
-    from rooftop.pipeline.timing import judge_floor
+    from rooftop.pipeline.trusted.timing import judge_floor
     from rooftop.problem.spec import Shape
     from rooftop.verdict import ShapeResult
 
@@ -134,7 +134,7 @@ def test_a_cpu_s_wall_floor_speaks_of_the_cpu_and_a_shared_one_says_nothing_was_
     """A CPU has no spin; and on a shared CPU a breach is the machine's load, not a forgery."""
     from types import SimpleNamespace
 
-    from rooftop.pipeline import timing
+    from rooftop.pipeline.trusted import timing
     from rooftop.problem.spec import Shape
     from rooftop.verdict import ShapeResult
 
@@ -160,7 +160,7 @@ def test_on_a_cpu_the_wall_floor_rejects_only_what_a_quiet_machine_timed_twice(m
     honest call 4 % past the floor with no load its counters saw); a clean second timing passes."""
     from types import SimpleNamespace
 
-    from rooftop.pipeline import timing
+    from rooftop.pipeline.trusted import timing
     from rooftop.problem.spec import Shape
     from rooftop.verdict import GateFailed, ShapeResult, Status
 
@@ -220,7 +220,7 @@ def test_on_a_gpu_the_wall_floor_rejects_what_a_second_timing_holds_too(monkeypa
     the first timing's flags and warnings give way to the second's."""
     from types import SimpleNamespace
 
-    from rooftop.pipeline import timing
+    from rooftop.pipeline.trusted import timing
     from rooftop.problem.spec import Shape
     from rooftop.verdict import GateFailed, ShapeResult, Status
 
@@ -250,13 +250,13 @@ def test_on_a_gpu_the_wall_floor_rejects_what_a_second_timing_holds_too(monkeypa
 
 
 def test_timed_blocks_hold_about_20_ms_of_calls_and_at_most_a_gib_of_expected_outputs():
-    """The timing gate queues timed calls in blocks (pipeline/calls.py): 16 calls of a 50 us
+    """The timing gate queues timed calls in blocks (pipeline/trusted/calls.py): 16 calls of a 50 us
     kernel, one of a 30 ms one, and never more expected outputs than 1 GiB on the trusted side."""
     from types import SimpleNamespace
 
     import torch
 
-    from rooftop.pipeline.timing import BLOCK_CALLS, _BlockSize
+    from rooftop.pipeline.trusted.timing import BLOCK_CALLS, _BlockSize
 
     def sized(seconds: float, reference: float, out_bytes: int) -> int:
         sizes = _BlockSize(SimpleNamespace())

@@ -71,7 +71,7 @@ def _result(ratio: float) -> Any:
 
 
 def test_a_gpu_speedup_takes_the_default_spread_and_says_so():
-    from rooftop.pipeline.scoring import set_speedup
+    from rooftop.pipeline.trusted.scoring import set_speedup
 
     result = _result(0.9998)
     set_speedup(result, DEFAULT_GPU_SPREAD, "default")
@@ -86,7 +86,7 @@ def test_a_gpu_speedup_takes_the_default_spread_and_says_so():
 
 def test_stored_self_checks_replace_the_default_spread():
     from rooftop.measure.baselines import BaselineRecord, Platform
-    from rooftop.pipeline.scoring import apply_baselines, set_speedup
+    from rooftop.pipeline.trusted.scoring import apply_baselines, set_speedup
     from rooftop.verdict import Verdict
 
     result = _result(0.77)
@@ -108,7 +108,7 @@ def test_stored_self_checks_replace_the_default_spread():
 def test_a_gpu_baseline_applies_only_when_timed_under_the_tracer_as_the_candidate(record_traced, applied):
     from rooftop.measure.baselines import BaselineRecord, Platform
     from rooftop.measure.measurement import TimingStats
-    from rooftop.pipeline.scoring import apply_baselines
+    from rooftop.pipeline.trusted.scoring import apply_baselines
     from rooftop.verdict import Verdict
 
     result = _result(1.0)
@@ -126,7 +126,7 @@ def test_a_gpu_baseline_applies_only_when_timed_under_the_tracer_as_the_candidat
 
 def test_the_shape_table_says_what_its_intervals_hold():
     from rooftop.cli.render import spread_notes
-    from rooftop.pipeline.scoring import set_speedup
+    from rooftop.pipeline.trusted.scoring import set_speedup
     from rooftop.verdict import Verdict
 
     result = _result(1.0)
@@ -144,7 +144,7 @@ def test_a_host_bound_shape_takes_the_host_bound_default_and_the_table_says_why(
     a few percent wide: the GPU default's ±0.25 % said nothing true about them."""
     from rooftop.cli.render import spread_notes
     from rooftop.measure.spread import HOST_BOUND_SPREAD, default_spread
-    from rooftop.pipeline.scoring import set_speedup
+    from rooftop.pipeline.trusted.scoring import set_speedup
     from rooftop.verdict import Verdict
 
     assert default_spread([]) == (DEFAULT_GPU_SPREAD, "default")
@@ -165,7 +165,7 @@ def test_a_host_bound_shape_takes_the_host_bound_default_and_the_table_says_why(
 
 def test_scoring_gives_a_flagged_shape_the_host_bound_default():
     from rooftop.measure.spread import HOST_BOUND_SPREAD
-    from rooftop.pipeline.scoring import score
+    from rooftop.pipeline.trusted.scoring import score
     from rooftop.problem.registry import resolve
     from rooftop.verdict import Environment, Verdict
 

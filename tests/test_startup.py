@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, fixture_problem, run
 
-from rooftop.pipeline import spawn
+from rooftop.pipeline.trusted import spawn
 from rooftop.solution.loader import load_solution
 
 
@@ -50,7 +50,7 @@ def test_kernels_overlapping_on_concurrent_streams_count_once():
     more than the call took, while the GPU was busy for less. The busy time is the union of the
     kernels' intervals; work that ran apart from the others still adds."""
     from rooftop.integrity.kernels import busy_seconds
-    from rooftop.pipeline.protocol import Kernel
+    from rooftop.pipeline.wire import Kernel
 
     side_by_side = [Kernel(name="fft_a", microseconds=80, stream=1, start_us=0),
                     Kernel(name="fft_b", microseconds=80, stream=2, start_us=10),
@@ -152,7 +152,7 @@ def test_the_child_is_started_ahead_before_this_process_imports_torch():
                f"FIXTURES = Path({str(FIXTURES)!r})\n"
                "problem = load_problem(FIXTURES / 'problems' / 'scale')\n"
                "assert 'torch' not in sys.modules, 'loading the problem imported torch'\n"
-               "from rooftop.pipeline import spawn\n"
+               "from rooftop.pipeline.trusted import spawn\n"
                "spawn.prestart(problem, load_solution(FIXTURES / 'solutions' / 'triton_scale.py'), 'cpu', 'auto')\n"
                "assert 'torch' not in sys.modules, 'starting the child imported torch'\n")
     proc = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True, check=False, timeout=120)

@@ -13,8 +13,8 @@ import pytest
 
 from rooftop.integrity import seal
 from rooftop.measure.timer import CudaEventClock
-from rooftop.pipeline.gates import _trace_reference
-from rooftop.pipeline.trusted import TrustedReference
+from rooftop.pipeline.trusted.gates import _trace_reference
+from rooftop.pipeline.trusted.reference import TrustedReference
 from rooftop.problem.registry import resolve
 
 
@@ -146,7 +146,7 @@ def test_the_clock_keeps_the_host_s_time_to_queue_its_last_call():
 
 
 def test_a_side_whose_host_outlasts_its_spin_on_most_calls_is_named_host_bound():
-    from rooftop.pipeline.timing import host_bound
+    from rooftop.pipeline.trusted.timing import host_bound
 
     steady = [-150e-6] * 20  # queued well within the spin every time
     assert host_bound({"candidate": steady, "reference": steady}) == ""
@@ -162,7 +162,7 @@ def test_the_host_bound_warning_gives_each_side_s_time_to_queue_a_call():
     keeps both medians, and the warning says them."""
     from rooftop.batch.selfcheck import judge
     from rooftop.measure.measurement import TimingStats
-    from rooftop.pipeline.timing import cross_check
+    from rooftop.pipeline.trusted.timing import cross_check
     from rooftop.problem.spec import Shape
     from rooftop.verdict import ShapeResult, Status, Verdict
 
@@ -190,8 +190,8 @@ def test_a_call_reports_its_spin_whether_replayed_from_a_graph_or_not(graph):
     import torch
 
     from rooftop.integrity.audit import Audit
-    from rooftop.pipeline.child_call import CallRunner
-    from rooftop.pipeline.protocol import CallReply, CallRequest
+    from rooftop.pipeline.child.call import CallRunner
+    from rooftop.pipeline.wire import CallReply, CallRequest
 
     class Clock:
         last_hold, last_queued = 2e-3, 2.5e-3
@@ -220,7 +220,7 @@ def test_replies_carry_nan_and_infinities_across_the_channel(tmp_path):
 
     from rooftop.check.probe import Probe
     from rooftop.pipeline.channel import ChannelReader, ChannelWriter
-    from rooftop.pipeline.protocol import REPLIES, CallReply, Kernel, TraceReply
+    from rooftop.pipeline.wire import REPLIES, CallReply, Kernel, TraceReply
 
     read, write = os.pipe()
     writer, reader = ChannelWriter(write), ChannelReader(read)

@@ -1,5 +1,5 @@
 """The kernel tracer's reading of calls (integrity/cupti.py) and the trusted side's judgement of
-each call's kernels (pipeline/tracing.py), on records made here: no GPU needed."""
+each call's kernels (pipeline/trusted/tracing.py), on records made here: no GPU needed."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pytest
 
 from rooftop.integrity.cupti import TAG_CLOSE, TAG_FLUSH, TAG_OPEN, TAG_SPIN, KernelRecord, TraceBroken, split_calls
-from rooftop.pipeline.child_call import _summary
-from rooftop.pipeline.protocol import CallTrace, Kernel, TraceReply
-from rooftop.pipeline.tracing import TRACE_EVERY, Noted, judge_call, note_call, take_trace
+from rooftop.pipeline.child.call import _summary
+from rooftop.pipeline.trusted.tracing import TRACE_EVERY, Noted, judge_call, note_call, take_trace
+from rooftop.pipeline.wire import CallTrace, Kernel, TraceReply
 from rooftop.verdict import GateFailed, Status
 
 CALLER, SIDE = 7, 13
@@ -179,7 +179,7 @@ def test_a_rare_late_call_is_a_warning_and_enough_of_them_a_rejection():
 def test_a_child_whose_timer_cannot_be_sealed_says_its_calls_are_not_traced(tmp_path):
     """The clock marks calls for the tracer only through the sealed timer: without it, the child
     must say so (the trusted side then warns), not claim a tracer whose records it cannot split."""
-    from rooftop.pipeline.child import Harness
+    from rooftop.pipeline.child.harness import Harness
 
     harness = Harness.__new__(Harness)
     harness.job = SimpleNamespace(device="cuda", traced=True)

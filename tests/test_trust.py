@@ -14,7 +14,7 @@ from rooftop.integrity.kernels import kernel_share, solution_kernel_names
 from rooftop.integrity.sandbox import python_paths
 from rooftop.pipeline.evaluate import make_job, select_shapes
 from rooftop.pipeline.job import Settings
-from rooftop.pipeline.protocol import Kernel
+from rooftop.pipeline.wire import Kernel
 from rooftop.problem.loader import load_problem
 from rooftop.score.hardware import lookup
 from rooftop.score.roofline import implausible

@@ -6,7 +6,7 @@ import pytest
 
 from rooftop.env.view import agent_view, render
 from rooftop.measure.measurement import TimingStats
-from rooftop.pipeline.scoring import summarize
+from rooftop.pipeline.trusted.scoring import summarize
 from rooftop.score.reward import compute_reward
 from rooftop.verdict import ShapeResult, Status, Verdict
 

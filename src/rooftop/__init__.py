@@ -17,7 +17,7 @@ from typing import Any
 _PUBLIC = {
     "run_evaluation": "rooftop.api",
     "evaluate": "rooftop.pipeline.evaluate",
-    "Cancelled": "rooftop.pipeline.context",
+    "Cancelled": "rooftop.pipeline.trusted.context",
     "Event": "rooftop.pipeline.events",
     "Settings": "rooftop.pipeline.job",
     "Verdict": "rooftop.verdict",

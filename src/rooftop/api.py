@@ -14,7 +14,7 @@ from pathlib import Path
 from rooftop.pipeline.evaluate import evaluate
 from rooftop.pipeline.events import EventSink
 from rooftop.pipeline.job import Settings
-from rooftop.pipeline.scoring import attach_stored_baselines
+from rooftop.pipeline.trusted.scoring import attach_stored_baselines
 from rooftop.problem.registry import resolve
 from rooftop.problem.spec import Problem
 from rooftop.solution.loader import Solution, load_solution

@@ -20,7 +20,7 @@ from rooftop.measure.measurement import TimingStats, interval_note
 SCHEMA_VERSION = 3
 
 # shape flags whose times the summary and the reward leave out, with what they mean to a reader
-# (the flag is set by the timing gate: pipeline/timing.py)
+# (the flag is set by the timing gate: pipeline/trusted/timing.py)
 UNTRUSTED_TIMING = {"contention": "machine shared"}
 
 

@@ -24,7 +24,7 @@ from rooftop.batch.selfcheck import failure_status, one_line
 from rooftop.errors import UserError
 from rooftop.pipeline.evaluate import resolve_device
 from rooftop.pipeline.job import Settings
-from rooftop.pipeline.spawn import prestart
+from rooftop.pipeline.trusted.spawn import prestart
 from rooftop.problem.imports import Skipped
 from rooftop.problem.kernelbench import SourceFile, read_sources, write_problem
 from rooftop.problem.loader import load_problem

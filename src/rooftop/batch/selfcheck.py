@@ -67,7 +67,7 @@ def selfcheck(problems: list[Problem], settings: Settings, store: Store | None =
     On a GPU the next problem's child is started while the current one is evaluated (its
     interpreter and torch import are CPU work, beside a GPU timing), so a deck does not pay each
     child's start-up in turn."""
-    from rooftop.pipeline.spawn import prestart
+    from rooftop.pipeline.trusted.spawn import prestart
 
     progress = progress or Quiet()
     device = resolve_device(settings.device)

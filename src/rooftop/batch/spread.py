@@ -1,7 +1,7 @@
 """The between-process spread of a problem's speedups, measured: the reference judged as its own
 candidate in several fresh evaluations (each a new child, a new reference instance, new weights
 and inputs), kept as the `self` baseline of each shape. Every later verdict on this platform
-widens its eager speedup's interval by it (measure/spread.py, pipeline/scoring.py)."""
+widens its eager speedup's interval by it (measure/spread.py, pipeline/trusted/scoring.py)."""
 
 from __future__ import annotations
 

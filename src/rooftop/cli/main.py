@@ -78,7 +78,7 @@ def _start_child_ahead(problem: Problem, solution: Solution, device: Device, san
     device than the one guessed here, the child is simply not used."""
     import glob
 
-    from rooftop.pipeline.spawn import prestart
+    from rooftop.pipeline.trusted.spawn import prestart
 
     guessed = device.value if device is not Device.auto else ("cuda" if glob.glob("/dev/nvidia[0-9]*") else "cpu")
     prestart(problem, solution, guessed, sandbox.value)
@@ -169,7 +169,7 @@ def demo_command(
     from rooftop.cli.progress import event_display, expected_note, verdict_lines
     from rooftop.cli.render import summary_table
     from rooftop.pipeline.evaluate import resolve_device
-    from rooftop.pipeline.spawn import prestart
+    from rooftop.pipeline.trusted.spawn import prestart
     from rooftop.problem.registry import bundled_names, expected_statuses, resolve
     from rooftop.solution.loader import load_solution, solution_entries
     from rooftop.store.db import Store

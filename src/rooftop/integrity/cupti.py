@@ -5,7 +5,7 @@ own callbacks (`sealed_timer.c`: compiled, no Python and no GIL on CUPTI's threa
 kernel records on for the rest of its life: a checked call, a timed one and the call whose
 kernels the trusted side later asks about all run under the same tracer, so a candidate that asks
 whether CUPTI is attached gets the same answer on every call. Records are taken in batches, when
-the trusted side asks (`pipeline/tracing.py`): a forced flush costs about 80 us, and per call it
+the trusted side asks (`pipeline/trusted/tracing.py`): a forced flush costs about 80 us, and per call it
 more than doubled a small kernel's round trip on an H100 (324 to 650-750 us), while taken every
 50 calls it cost nothing measurable.
 

@@ -14,7 +14,7 @@ process. Sealing takes the timer's pages out of reach, three ways:
 
 What the seal cannot do is make the number trustworthy after it leaves the library: the Python
 that carries it to the channel lives in writable memory. The trusted side's wall floor
-(`pipeline/timing.py`) bounds that.
+(`pipeline/trusted/timing.py`) bounds that.
 """
 
 from __future__ import annotations

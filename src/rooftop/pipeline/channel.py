@@ -1,4 +1,5 @@
-"""The child's channel: one JSON object per line over a pipe, in each direction.
+"""The child's channel: one JSON object per line over a pipe, in each direction, with nothing of
+torch in it (the trusted side starts a child before it imports torch).
 
 The trusted side reads with a deadline, so a child that hangs costs at most the gate's timeout,
 and caps a line's length, so a child cannot exhaust its memory by writing without end.
@@ -32,7 +33,7 @@ class ChannelWriter:
     def send_model(self, message: BaseModel) -> None:
         """A pydantic message, written by pydantic (a fifth of json.dumps's time on a call's reply);
         the replies keep NaN and infinities as the constants the reader's json accepts
-        (pipeline/protocol.py)."""
+        (pipeline/wire.py)."""
         self.write(message.model_dump_json())
 
 

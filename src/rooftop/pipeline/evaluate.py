@@ -15,10 +15,10 @@ import time
 from rooftop.build.cache import cache_root
 from rooftop.environment import parent_environment
 from rooftop.errors import UserError
-from rooftop.pipeline.context import Evaluation, RunState, Seeds
 from rooftop.pipeline.events import EvaluationFinished, EvaluationStarted, EventSink, ignore
 from rooftop.pipeline.job import SHAPE_GROUPS, DeviceChoice, DeviceType, EvalJob, Settings
-from rooftop.pipeline.runner import GateRunner
+from rooftop.pipeline.trusted.context import Evaluation, RunState, Seeds
+from rooftop.pipeline.trusted.runner import GateRunner
 from rooftop.problem.spec import Problem, Shape, Split, cpu_refusal
 from rooftop.solution.loader import Solution
 from rooftop.verdict import ShapeResult, Status, Verdict

@@ -51,7 +51,7 @@ class Samples(BaseModel):
 
 
 class DeviceWait(BaseModel):
-    """The GPU is held by another evaluation (pipeline/device_lease.py): this one waits its turn."""
+    """The GPU is held by another evaluation (pipeline/trusted/device_lease.py): this one waits its turn."""
 
     kind: Literal["device_wait"] = "device_wait"
     device: str

@@ -54,7 +54,7 @@ class Settings(BaseModel):
     # smoke) or comma-separated shape names
     shapes: str = "auto"
     # wall-clock seconds per gate (load; correctness and timing: per shape); None: chosen per gate
-    # from the device and what the problem's reference takes (pipeline/gates.py)
+    # from the device and what the problem's reference takes (pipeline/trusted/gates.py)
     timeout: float | None = Field(default=None, gt=0)
     build_timeout: float = Field(default=900.0, gt=0)  # the build gate: first load_inline builds take tens of seconds
     seeds_per_shape: int = Field(default=3, ge=1)

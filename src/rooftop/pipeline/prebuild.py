@@ -2,7 +2,7 @@
 
 `prebuild` runs the static gate and the build gate in a sandboxed child that sees no GPU and
 builds for the target GPU's architecture, into the same build folder an evaluation on that GPU
-uses (pipeline/child_build.py keys it by source and platform). The evaluation that follows then
+uses (pipeline/child/build.py keys it by source and platform). The evaluation that follows then
 finds everything built. A failure is final only where the evaluation on the device would fail
 the same way: a static refusal, a compile error, a build that hangs, or (for a CPU target) code
 that needs a GPU. Anything else that goes wrong here (module-level code that wants a GPU, say)
@@ -16,13 +16,13 @@ import time
 from pydantic import BaseModel
 
 from rooftop.environment import mode_for
-from rooftop.pipeline.context import Evaluation
 from rooftop.pipeline.evaluate import finish, prepare, select_shapes
 from rooftop.pipeline.events import ignore
-from rooftop.pipeline.gates import BuildGate, StaticGate, hand_over_and_build
 from rooftop.pipeline.job import DeviceType, Settings
-from rooftop.pipeline.runner import GateRunner
-from rooftop.pipeline.spawn import start_child
+from rooftop.pipeline.trusted.context import Evaluation
+from rooftop.pipeline.trusted.gates import BuildGate, StaticGate, hand_over_and_build
+from rooftop.pipeline.trusted.runner import GateRunner
+from rooftop.pipeline.trusted.spawn import start_child
 from rooftop.problem.spec import Problem, Shape
 from rooftop.solution.loader import Solution, needs_build
 from rooftop.verdict import Environment, Gate, GateRecord, Status, Verdict

@@ -39,7 +39,7 @@ def gpu_count(device: DeviceType) -> int:
 def device_count(device: DeviceType, workers: int | None, backend: str = "local") -> int:
     """Device workers: one per GPU torch sees, or `workers` of them; on a CPU, `workers` (default
     1), each an evaluation at a time on a share of the cores. Local workers beyond one per GPU
-    share the GPUs in turn and take turns on each (pipeline/device_lease.py): only their static
+    share the GPUs in turn and take turns on each (pipeline/trusted/device_lease.py): only their static
     checks and the children they start ahead run while another evaluation holds the GPU. Ray gives
     each device worker a whole GPU."""
     if device == "cuda":

@@ -222,7 +222,7 @@ class Orchestrator:
             self.tally.build_cached += int(bool(built.cached))
             self.tally.build_seconds += built.seconds
         if outcome.verdict is not None:
-            from rooftop.pipeline.scoring import attach_stored_baselines
+            from rooftop.pipeline.trusted.scoring import attach_stored_baselines
 
             attach_stored_baselines(outcome.verdict, self.queue.store)
             self.queue.finish(job.id, outcome.verdict, held=held)

@@ -207,7 +207,7 @@ def run_task(task: Task, device: DeviceType, conn: Connection | None = None, inb
 
 
 def _start_ahead(task: Task, device: DeviceType) -> None:
-    from rooftop.pipeline.spawn import prestart
+    from rooftop.pipeline.trusted.spawn import prestart
 
     try:
         problem, solution = _load(task)

@@ -1,5 +1,5 @@
 """The timing gate's work on one shape: warm-up and timed calls, candidate and reference paired
-call by call (A B A B ...), each call's outputs probed, its kernels traced (pipeline/tracing.py)
+call by call (A B A B ...), each call's outputs probed, its kernels traced (pipeline/trusted/tracing.py)
 and, where the problem forbids torch compute, its dispatches audited, every call alike; one call
 drawn in secret has its kernels listed for the kernel share; and the cross-checks that flag a
 suspect measurement.
@@ -27,10 +27,10 @@ from rooftop.measure.contention import assess, sample_load
 from rooftop.measure.loop import PairedSampling, Taken
 from rooftop.measure.spread import HOST_BOUND_SPREAD
 from rooftop.measure.stopping import TimingPolicy
-from rooftop.pipeline.calls import Called, call_block, expect, harness_costs
-from rooftop.pipeline.context import Evaluation
 from rooftop.pipeline.events import Samples
-from rooftop.pipeline.tracing import take_trace
+from rooftop.pipeline.trusted.calls import Called, call_block, expect, harness_costs
+from rooftop.pipeline.trusted.context import Evaluation
+from rooftop.pipeline.trusted.tracing import take_trace
 from rooftop.problem.spec import Shape
 from rooftop.values import nbytes
 from rooftop.verdict import Gate, GateFailed, ShapeResult, Status

@@ -9,16 +9,16 @@ import time
 from typing import Any, ClassVar
 
 from rooftop.measure.stopping import TimingPolicy
-from rooftop.pipeline.calls import harness_costs
-from rooftop.pipeline.context import Evaluation
-from rooftop.pipeline.correctness import check_shape
-from rooftop.pipeline.protocol import BuildReply, BuildRequest, JobReply, JobRequest, LoadReply, LoadRequest
-from rooftop.pipeline.scoring import score
-from rooftop.pipeline.spawn import start_child
-from rooftop.pipeline.static import check_solution_files
-from rooftop.pipeline.timing import FLOOR_CALLS, time_shape, warm_start
-from rooftop.pipeline.tracing import take_trace
-from rooftop.pipeline.trusted import TrustedReference
+from rooftop.pipeline.trusted.calls import harness_costs
+from rooftop.pipeline.trusted.context import Evaluation
+from rooftop.pipeline.trusted.correctness import check_shape
+from rooftop.pipeline.trusted.reference import TrustedReference
+from rooftop.pipeline.trusted.scoring import score
+from rooftop.pipeline.trusted.spawn import start_child
+from rooftop.pipeline.trusted.static import check_solution_files
+from rooftop.pipeline.trusted.timing import FLOOR_CALLS, time_shape, warm_start
+from rooftop.pipeline.trusted.tracing import take_trace
+from rooftop.pipeline.wire import BuildReply, BuildRequest, JobReply, JobRequest, LoadReply, LoadRequest
 from rooftop.problem.spec import Shape
 from rooftop.verdict import Gate, GateFailed, GateRecord, Status
 
@@ -73,7 +73,7 @@ class BuildGate(GateStep):
         if ev.device == "cuda":
             import torch
 
-            from rooftop.pipeline.memory import plan_pools
+            from rooftop.pipeline.trusted.memory import plan_pools
 
             free, _ = torch.cuda.mem_get_info(ev.trusted.device)
             try:
@@ -132,7 +132,7 @@ def _warm_fused_checks(ev: Evaluation) -> None:
     """Outputs of gigabytes are compared by Triton kernels (check/fused.py): load them now, while
     the child's interpreter starts, rather than in the first correctness call."""
     from rooftop.check import fused
-    from rooftop.pipeline.memory import input_bytes
+    from rooftop.pipeline.trusted.memory import input_bytes
 
     assert ev.trusted is not None
     if any((input_bytes(ev.trusted.instance, s) or 0) >= 4 * fused.MIN_ELEMENTS for s in ev.shapes):
@@ -162,7 +162,7 @@ class LoadGate(GateStep):
         loaded, _ = ev.session.request(LoadRequest(), LoadReply, ev.state.deadline)
         raise_failure(loaded)
         ev.phases.update({f"child_{k}": v for k, v in loaded.phases.items()})
-        if ev.device == "cpu":  # the load counters' first window opens here (pipeline/timing.py)
+        if ev.device == "cpu":  # the load counters' first window opens here (pipeline/trusted/timing.py)
             from rooftop.measure.contention import sample_load
 
             ev.cpu_load = sample_load(ev.own_pids())

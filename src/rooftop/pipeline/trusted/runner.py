@@ -11,9 +11,9 @@ import math
 import time
 
 from rooftop.errors import is_out_of_memory
-from rooftop.pipeline.context import Evaluation
 from rooftop.pipeline.events import DeviceWait, GateFinished, GateStarted, ShapeDone
-from rooftop.pipeline.gates import GATES, GateStep
+from rooftop.pipeline.trusted.context import Evaluation
+from rooftop.pipeline.trusted.gates import GATES, GateStep
 from rooftop.problem.spec import Shape
 from rooftop.verdict import Gate, GateFailed, GateRecord, Status
 
@@ -95,7 +95,7 @@ def _take_device(ev: Evaluation) -> None:
     """Hold this evaluation's GPU before its first gate that uses it; the wait is no gate's time."""
     if ev.lease is not None:
         return
-    from rooftop.pipeline.device_lease import DeviceLease, gpu_identity
+    from rooftop.pipeline.trusted.device_lease import DeviceLease, gpu_identity
 
     lease = ev.lease = DeviceLease(gpu_identity())
     waited = lease.acquire(check=ev.state.check_cancel,

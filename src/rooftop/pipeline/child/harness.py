@@ -1,6 +1,6 @@
 """The evaluation child: the only process that imports and runs candidate code.
 
-Started by the trusted side as `python -m rooftop.pipeline.child REQUEST_FD REPLY_FD DESCRIPTOR_FD` in a fresh
+Started by the trusted side as `python -m rooftop.pipeline.child.harness REQUEST_FD REPLY_FD DESCRIPTOR_FD` in a fresh
 interpreter (inside bubblewrap when available), before its job is known: it imports torch, arms
 the tamper guard, says hello and waits. Then it serves typed requests one at a time through a
 dispatch table: the job, build the solution, load one model per shape, and run one call —
@@ -15,7 +15,6 @@ import importlib
 import inspect
 import os
 import socket
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,9 +29,9 @@ from rooftop.errors import is_out_of_memory
 from rooftop.integrity.audit import TamperGuard
 from rooftop.integrity.seal import TIMER_ENV, mark_child
 from rooftop.pipeline.channel import ChannelWriter
-from rooftop.pipeline.child_build import build, describe, prepare_build_folder, status_for_exception
+from rooftop.pipeline.child.build import build, describe, prepare_build_folder, status_for_exception
 from rooftop.pipeline.job import WARM_CUDA, WARM_IMPORTS, EvalJob
-from rooftop.pipeline.protocol import (
+from rooftop.pipeline.wire import (
     REPLY_FOR,
     REQUESTS,
     BlockReply,
@@ -143,8 +142,8 @@ class Harness:
 
     def _prepare_calls(self) -> None:
         """The reference's instance and the call runner, before any candidate code: no-op calls
-        measure the harness's own cost per call here, untouched by it (pipeline/timing.py)."""
-        from rooftop.pipeline.child_call import CallRunner
+        measure the harness's own cost per call here, untouched by it (pipeline/trusted/timing.py)."""
+        from rooftop.pipeline.child.call import CallRunner
         from rooftop.problem.instance import ProblemInstance, set_precision
 
         job = self._job()
@@ -281,7 +280,3 @@ def candidate_class(module: ModuleType | None) -> type:
 def _same_names(ref_state: dict, state: dict) -> bool:
     return bool(ref_state) and ref_state.keys() == state.keys() and \
         all(ref_state[k].shape == state[k].shape for k in ref_state)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -30,7 +30,7 @@ from rooftop.pipeline.channel import ChannelReader
 from rooftop.verdict import GateFailed, Status
 
 if TYPE_CHECKING:  # the protocol's models import torch; a child is started before this process does
-    from rooftop.pipeline.protocol import Request, _Reply
+    from rooftop.pipeline.wire import Request, _Reply
 
 R = TypeVar("R", bound="_Reply")
 
@@ -75,7 +75,7 @@ class ChildSession:
         """Wait until the child is up (a no-op once it greeted)."""
         if self._greeted:
             return
-        from rooftop.pipeline.protocol import Hello
+        from rooftop.pipeline.wire import Hello
 
         message = self._receive(deadline)
         try:
@@ -93,7 +93,7 @@ class ChildSession:
 
     def request(self, request: Request, expect: type[R], deadline: float) -> tuple[R, float]:
         """Send one request; its validated reply and the trusted wall time the round trip took."""
-        from rooftop.pipeline.protocol import REPLIES
+        from rooftop.pipeline.wire import REPLIES
 
         self.hello(deadline)
         op = request.op
@@ -168,7 +168,7 @@ class ChildSession:
         return "\n".join(text.strip().splitlines()[-lines:])[-1500:]
 
     def close(self) -> None:
-        from rooftop.pipeline.protocol import QuitRequest
+        from rooftop.pipeline.wire import QuitRequest
 
         try:
             os.write(self._request_write, (QuitRequest(id="-").model_dump_json() + "\n").encode())

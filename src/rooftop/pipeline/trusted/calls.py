@@ -19,10 +19,10 @@ import torch
 from rooftop.check.compare import as_outputs
 from rooftop.check.landing import Landing, LandingError
 from rooftop.check.probe import same_inputs
-from rooftop.pipeline.context import Evaluation
-from rooftop.pipeline.protocol import BlockReply, BlockRequest, CallReply, CallRequest
-from rooftop.pipeline.tracing import note_call
-from rooftop.pipeline.trusted import Timed
+from rooftop.pipeline.trusted.context import Evaluation
+from rooftop.pipeline.trusted.reference import Timed
+from rooftop.pipeline.trusted.tracing import note_call
+from rooftop.pipeline.wire import BlockReply, BlockRequest, CallReply, CallRequest
 from rooftop.problem.spec import Shape
 from rooftop.values import nbytes
 from rooftop.verdict import GateFailed, Status
@@ -41,14 +41,14 @@ class Called(NamedTuple):
     clock: float | None  # SM clock just after the candidate's call
     seed: int  # the inputs' seed: the same inputs can be made again
     # seconds the host took to queue the reference's work, and the spin before it: a timed reference
-    # whose queueing outlasts its spin is bound by its host (pipeline/timing.py flags the shape)
+    # whose queueing outlasts its spin is bound by its host (pipeline/trusted/timing.py flags the shape)
     reference_queue: tuple[float, float] = (0.0, 0.0)
 
 
 def call(ev: Evaluation, shape: Shape, *, full: bool = False, audit: bool = False, seed: int | None = None) -> Called:
     """One checked call of the candidate on fresh inputs, with the reference's output on them
     (`full`: the whole outputs land in shared memory and the inputs are compared too). Its kernels
-    are traced like every call's (pipeline/tracing.py)."""
+    are traced like every call's (pipeline/trusted/tracing.py)."""
     assert ev.session is not None and ev.trusted is not None
     ev.state.check_cancel()
     checks = ev.settings.checks
@@ -72,7 +72,7 @@ def call_block(ev: Evaluation, shape: Shape, seeds: list[int | None], *, audit: 
     child's `block`), after the reference's calls on the same inputs, queued alike here (`run_block`:
     the same clock, a CUDA graph under --graphs); without the reference when `reference` is False,
     and then nothing is expected yet (see `expect`). Call `listed` of the block has its kernels
-    listed in full later (pipeline/tracing.py).
+    listed in full later (pipeline/trusted/tracing.py).
 
     Each call's wall time is the block's round trip shared evenly: the wall floor holds the
     block's untimed time, wherever in the block it was spent."""
@@ -116,7 +116,7 @@ def call_block(ev: Evaluation, shape: Shape, seeds: list[int | None], *, audit: 
 def harness_costs(ev: Evaluation, shape: Shape, calls: int) -> list[float]:
     """What the harness itself costs per call on this shape, on the trusted clock: the round trips
     of no-op calls (inputs made, the clock's flush and spin, a call that returns its first input,
-    the probes), less the clock's own time and spin. The wall floor (pipeline/timing.py) holds
+    the probes), less the clock's own time and spin. The wall floor (pipeline/trusted/timing.py) holds
     the candidate's calls to it."""
     assert ev.session is not None
     checks = ev.settings.checks

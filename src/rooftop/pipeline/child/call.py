@@ -24,7 +24,7 @@ from rooftop.integrity.audit import Audit, TamperGuard
 from rooftop.measure.graphs import GraphCache, GraphCaptureFailed
 from rooftop.measure.timer import CudaEventClock, clock_for
 from rooftop.pipeline.job import EvalJob
-from rooftop.pipeline.protocol import (
+from rooftop.pipeline.wire import (
     BlockReply,
     BlockRequest,
     CallReply,

@@ -23,14 +23,14 @@ if TYPE_CHECKING:
     from rooftop.check.landing import Landing
     from rooftop.measure.clocks import SmClock
     from rooftop.measure.contention import LoadSample
-    from rooftop.pipeline.device_lease import DeviceLease
-    from rooftop.pipeline.protocol import Kernel
-    from rooftop.pipeline.session import ChildSession
-    from rooftop.pipeline.trusted import TrustedReference
+    from rooftop.pipeline.trusted.device_lease import DeviceLease
+    from rooftop.pipeline.trusted.reference import TrustedReference
+    from rooftop.pipeline.trusted.session import ChildSession
+    from rooftop.pipeline.wire import Kernel
 
 
 class Noted(NamedTuple):
-    """A call whose kernel trace is still to be taken (pipeline/tracing.py): its shape and the time it reported."""
+    """A call whose kernel trace is still to be taken (tracing.py): its shape and the time it reported."""
 
     shape: str
     seconds: float | None
@@ -94,7 +94,7 @@ class Evaluation:
     harness_cost: dict[str, list[float]] = field(default_factory=dict)  # no-op calls per shape, before the solution
     inputs_checked: int = 0  # checked calls whose inputs agreed on both sides at the sampled positions
     last_call: float | None = None  # time.monotonic() when the child last answered a call of the solution
-    # the kernel tracer (pipeline/tracing.py): why the child does not trace its calls ("" when it does),
+    # the kernel tracer (pipeline/trusted/tracing.py): why the child does not trace its calls ("" when it does),
     # the calls whose traces are still to be taken, the one among them to list in full, the calls judged,
     # what was wrong with those that ended past their time and how many of those were warned about
     untraced: str = "no evaluation child has said it traces its calls"
@@ -104,7 +104,7 @@ class Evaluation:
     trace_late: list[str] = field(default_factory=list)
     trace_warned: int = 0
     listed_kernels: dict[str, tuple[list[Kernel], float | None]] = field(default_factory=dict)
-    lease: DeviceLease | None = None  # this evaluation's hold on its GPU (pipeline/device_lease.py)
+    lease: DeviceLease | None = None  # this evaluation's hold on its GPU (pipeline/trusted/device_lease.py)
 
     def add_time(self, phase: str, seconds: float) -> None:
         """Add to a phase that recurs (input making, reference calls)."""

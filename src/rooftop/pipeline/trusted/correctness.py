@@ -9,9 +9,9 @@ import torch
 from rooftop.check.compare import Mismatch, compare_outputs, error_figures, fingerprint
 from rooftop.check.inputs import release_cached
 from rooftop.check.probe import check_probes
-from rooftop.pipeline.calls import call
-from rooftop.pipeline.context import Evaluation
-from rooftop.pipeline.protocol import CallReply
+from rooftop.pipeline.trusted.calls import call
+from rooftop.pipeline.trusted.context import Evaluation
+from rooftop.pipeline.wire import CallReply
 from rooftop.problem.spec import Shape
 from rooftop.verdict import GateFailed, SeedCheck, ShapeResult, Status
 

@@ -22,8 +22,8 @@ call and many others have run, so no call differs from the others while it runs.
 
 from __future__ import annotations
 
-from rooftop.pipeline.context import Evaluation, Noted
-from rooftop.pipeline.protocol import CallTrace, TraceReply, TraceRequest
+from rooftop.pipeline.trusted.context import Evaluation, Noted
+from rooftop.pipeline.wire import CallTrace, TraceReply, TraceRequest
 from rooftop.verdict import GateFailed, Status
 
 TRACE_EVERY = 64  # calls between two takes of the child's records (a flush costs about 80 us)

@@ -1,4 +1,5 @@
-"""The conversation between the trusted side and the child: one typed request, one typed reply.
+"""The wire between the trusted side and the child, which both sides import: the conversation on
+the channel (pipeline/channel.py): one typed request, one typed reply.
 
 The trusted side asks; the child answers exactly the request it was sent, echoing its `op` and
 its random `id`. The child never reports a verdict ("correct", "fast"): it reports what it did

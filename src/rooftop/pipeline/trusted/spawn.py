@@ -18,13 +18,13 @@ from rooftop.build.cache import cache_root, source_dir
 from rooftop.bytecode import for_child as bytecode_for_child
 from rooftop.integrity.sandbox import SandboxPlan, plan
 from rooftop.measure.contention import cpu_threads, thread_env
-from rooftop.pipeline.context import Evaluation
 from rooftop.pipeline.job import WARM_CUDA, WARM_IMPORTS
-from rooftop.pipeline.session import ChildSession
+from rooftop.pipeline.trusted.context import Evaluation
+from rooftop.pipeline.trusted.session import ChildSession
 from rooftop.problem.spec import Problem
 from rooftop.solution.loader import Solution
 
-PACKAGE = Path(__file__).resolve().parents[1]
+PACKAGE = Path(__file__).resolve().parents[2]  # src/rooftop
 SCRATCH = "rooftop-eval-"  # a child's scratch folder, in the temporary folder: SCRATCH + its owner's `_owner` + "-"
 
 
