@@ -92,20 +92,14 @@ class CallRunner:
         self.reused: dict[tuple[str, int], list] = {}  # checks off: a fixed pool, as naive harnesses do
 
     def call(self, request: CallRequest) -> CallReply:
-        shape = self.shapes[request.shape]
-        model = _first_input if request.noop else self.models[request.shape]
         reply = CallReply()
         step = Steps(reply.spent)
-        with harness_step("making the inputs"):
-            inputs = self._inputs(request)
-        step("inputs")
+        shape, model, inputs, audit = self._prepare(request, step)
         with harness_step("snapshotting the inputs"):
             if request.check_inputs:
                 reply.inputs = [probe_output(x) for x in inputs]
             pristine = clone(inputs) if request.check_inputs else None
         step("snapshot")
-        audit = Audit(count_compute=request.audit and not request.noop and
-                      not self.job.problem.spec.policy.allow_torch_ops)
         result, inputs = self._run(request, shape.name, model, inputs, audit, reply)
         step("clock")
         reply.findings = audit.findings() + self._tampering()
@@ -133,14 +127,9 @@ class CallRunner:
         ends; one wait for all of them, then the replies. A call's own steps are those of `call`."""
         pending: list[tuple[CallReply, list[Gathered]]] = []
         for one in request.calls:
-            shape = self.shapes[one.shape]
-            model = _first_input if one.noop else self.models[one.shape]
             reply = CallReply()
             step = Steps(reply.spent)
-            with harness_step("making the inputs"):
-                inputs = self._inputs(one)
-            step("inputs")
-            audit = Audit(count_compute=one.audit and not one.noop and not self.job.problem.spec.policy.allow_torch_ops)
+            shape, model, inputs, audit = self._prepare(one, step)
             result, inputs = self._run(one, shape.name, model, inputs, audit, reply, queued=True)
             step("clock")
             reply.findings = audit.findings() + self._tampering()
@@ -157,6 +146,17 @@ class CallRunner:
         if pending:
             pending[-1][0].spent["wait"] = time.perf_counter() - waited
         return BlockReply(calls=[reply for reply, _ in pending])
+
+    def _prepare(self, request: CallRequest, step: Steps) -> tuple[Any, Any, list[Any], Audit]:
+        """What every call starts from: its shape, its model (the no-op call's own), its fresh
+        inputs, and its dispatch audit (counting torch compute where the problem forbids it)."""
+        model = _first_input if request.noop else self.models[request.shape]
+        with harness_step("making the inputs"):
+            inputs = self._inputs(request)
+        step("inputs")
+        audit = Audit(count_compute=request.audit and not request.noop and
+                      not self.job.problem.spec.policy.allow_torch_ops)
+        return self.shapes[request.shape], model, inputs, audit
 
     def _target(self, spec: LandingSpec) -> LandingTarget:
         """The mapping of the landing the request names; a new one's descriptor is waiting on the socket."""
