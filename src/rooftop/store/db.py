@@ -2,7 +2,8 @@
 
 WAL mode and a commit after every verdict mean that a crash mid-run loses nothing already
 recorded. The whole verdict document is kept as JSON beside the columns that queries need.
-README.md ("The results database") documents every table column by column.
+The comments in `SCHEMA` describe every table and column; docs/DATABASE.md is generated from them
+(`python -m rooftop.store.schema_doc > docs/DATABASE.md`).
 """
 
 from __future__ import annotations
@@ -30,132 +31,174 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 6
 
 SCHEMA = """
+-- `eval`, `demo`, `batch`, `baselines` and `calibrate` append to one SQLite file (`./rooftop.db` unless
+-- `--db PATH`), in WAL mode, one commit per record, so a crash mid-run loses nothing already recorded.
+-- Rows are never deleted, and never updated except those of work in progress: a job's row in `jobs`,
+-- which moves through its states, and a session's in `sessions` and an agent run's in `agent_runs`,
+-- saved again as they go. TEXT times are ISO 8601 in UTC; REAL times (in `jobs`, `sessions` and
+-- `agent_runs`) are Unix times. A problem is stored under a name unique to it: `<deck>/<name>` for a
+-- bundled problem, otherwise the resolved path of its folder (or of its KernelBench-style `.py` file),
+-- so two folders whose specs share a name are kept apart. `PRAGMA user_version` holds the schema
+-- version. `rooftop results` lists and shows the rows of `evaluations` (docs/CLI.md); any SQLite
+-- client reads every table (`sqlite3 rooftop.db`).
+
+-- runs: one row per command that recorded evaluations.
 CREATE TABLE IF NOT EXISTS runs (
-    id INTEGER PRIMARY KEY,
-    started_at TEXT NOT NULL,
-    command TEXT NOT NULL,
-    host TEXT NOT NULL,
-    rooftop_version TEXT NOT NULL
+    id INTEGER PRIMARY KEY,  -- run id
+    started_at TEXT NOT NULL,  -- when the command started
+    command TEXT NOT NULL,  -- the command line
+    host TEXT NOT NULL,  -- machine name
+    rooftop_version TEXT NOT NULL  -- rooftop's version
 );
+-- evaluations: one row per verdict; `verdict_json` is the whole document, the other columns are
+-- copies of its fields for queries.
 CREATE TABLE IF NOT EXISTS evaluations (
-    id INTEGER PRIMARY KEY,
-    run_id INTEGER NOT NULL REFERENCES runs(id),
-    created_at TEXT NOT NULL,
-    problem TEXT NOT NULL,
-    problem_version INTEGER NOT NULL,
-    solution TEXT NOT NULL,
-    source_hash TEXT NOT NULL,
-    status TEXT NOT NULL,
-    reward REAL,
-    device TEXT,
-    device_name TEXT,
-    mode TEXT,
-    shapes_selected TEXT,
-    geomean_speedup REAL,
-    geomean_roofline REAL,
-    wall_seconds REAL,
-    verdict_json TEXT NOT NULL
+    id INTEGER PRIMARY KEY,  -- evaluation id (`rooftop results show ID`)
+    run_id INTEGER NOT NULL REFERENCES runs(id),  -- the `runs` row it belongs to
+    created_at TEXT NOT NULL,  -- when it was recorded
+    problem TEXT NOT NULL,  -- the problem's stored name
+    problem_version INTEGER NOT NULL,  -- the problem's spec version
+    solution TEXT NOT NULL,  -- resolved path of the solution file or folder (`batch`: the path or name
+    -- it was submitted as)
+    source_hash TEXT NOT NULL,  -- hash of the solution's source files
+    status TEXT NOT NULL,  -- the verdict's status (docs/VERDICT.md)
+    reward REAL,  -- the verdict's reward (NULL when ungraded: `needs_gpu`)
+    device TEXT,  -- `cuda` or `cpu`; NULL when no environment was collected
+    device_name TEXT,  -- the device's name; NULL when no environment was collected
+    mode TEXT,  -- how it ran (`gpu`, `cpu`, `cpu+triton-interpreter`, `cpu (compile check only)`); NULL
+    -- when no environment was collected
+    shapes_selected TEXT,  -- which shapes ran (`visible`, `held_out`, `all`, `smoke`; `auto` resolved)
+    geomean_speedup REAL,  -- geometric mean over shapes of the paired speedup over eager (NULL when
+    -- nothing was timed)
+    geomean_roofline REAL,  -- geometric mean of the roofline fractions (NULL without a datasheet entry)
+    wall_seconds REAL,  -- wall time of the whole evaluation
+    verdict_json TEXT NOT NULL  -- the verdict document, as `--json` prints it
 );
+-- shape_results: one row per shape of an evaluation; key (`evaluation_id`, `shape`).
 CREATE TABLE IF NOT EXISTS shape_results (
-    evaluation_id INTEGER NOT NULL REFERENCES evaluations(id),
-    shape TEXT NOT NULL,
-    split TEXT NOT NULL,
-    correct INTEGER,
-    median_s REAL,
-    iqr_s REAL,
-    min_s REAL,
-    n INTEGER,
-    reference_median_s REAL,
-    tflops REAL,
-    gbps REAL,
-    roofline_fraction REAL,
-    speedup REAL,
+    evaluation_id INTEGER NOT NULL REFERENCES evaluations(id),  -- the `evaluations` row
+    shape TEXT NOT NULL,  -- shape name
+    split TEXT NOT NULL,  -- its split (`visible`, `held_out`, `smoke`)
+    correct INTEGER,  -- 1, 0, or NULL when not checked
+    median_s REAL,  -- the candidate's timing: median, in seconds (NULL when not timed)
+    iqr_s REAL,  -- the candidate's timing: interquartile range, in seconds
+    min_s REAL,  -- the candidate's timing: minimum, in seconds
+    n INTEGER,  -- the candidate's timing: sample count
+    reference_median_s REAL,  -- the eager reference's median, timed alongside
+    tflops REAL,  -- achieved TFLOP/s
+    gbps REAL,  -- achieved GB/s
+    roofline_fraction REAL,  -- fraction of the hardware roof reached
+    speedup REAL,  -- paired speedup over eager
     PRIMARY KEY (evaluation_id, shape)
 );
+-- baselines: one row per timed reference; the newest row for a key wins. The key is the platform
+-- (`device`, `device_name`, `torch`, `triton`, `cuda`), the problem and its version, `graphs`, and
+-- the shape, its parameters, the kind and the mode.
 CREATE TABLE IF NOT EXISTS baselines (
-    id INTEGER PRIMARY KEY,
-    created_at TEXT NOT NULL,
-    device TEXT NOT NULL,
-    device_name TEXT NOT NULL,
-    torch TEXT NOT NULL,
-    triton TEXT,
-    cuda TEXT,
-    problem TEXT NOT NULL,
-    problem_version INTEGER NOT NULL,
-    shape TEXT NOT NULL,
-    params TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    mode TEXT NOT NULL,
-    graphs INTEGER NOT NULL,
-    median_s REAL,
-    error TEXT NOT NULL,
-    record_json TEXT NOT NULL
+    id INTEGER PRIMARY KEY,  -- row id
+    created_at TEXT NOT NULL,  -- when it was stored
+    device TEXT NOT NULL,  -- the platform it was timed on: `cuda` or `cpu`
+    device_name TEXT NOT NULL,  -- the platform it was timed on: the device's name
+    torch TEXT NOT NULL,  -- the platform it was timed on: torch's version
+    triton TEXT,  -- the platform it was timed on: Triton's version (NULL without Triton)
+    cuda TEXT,  -- the platform it was timed on: CUDA's version (NULL without CUDA)
+    problem TEXT NOT NULL,  -- stored problem name
+    problem_version INTEGER NOT NULL,  -- its spec version
+    shape TEXT NOT NULL,  -- shape name
+    params TEXT NOT NULL,  -- the shape's parameters (JSON, sorted keys)
+    kind TEXT NOT NULL,  -- `eager`, `compile`, `sota`, `starter` (a kernel-to-kernel task's starter) or
+    -- `self` (the reference judged as its own candidate in fresh processes: no time, its speedups over
+    -- itself in `record_json`)
+    mode TEXT NOT NULL,  -- the compile mode (`default`, `max-autotune`; empty for other kinds)
+    graphs INTEGER NOT NULL,  -- 1 when timed as CUDA-graph replays
+    median_s REAL,  -- median time in seconds; NULL when it could not be timed (and for `self`)
+    error TEXT NOT NULL,  -- why it was not timed (empty when it was)
+    record_json TEXT NOT NULL  -- the whole record, samples included
 );
+-- hardware_profiles: one row per `rooftop calibrate`; `Store.profile` reads the newest for a device.
 CREATE TABLE IF NOT EXISTS hardware_profiles (
-    id INTEGER PRIMARY KEY,
-    created_at TEXT NOT NULL,
-    device_name TEXT NOT NULL,
-    profile_json TEXT NOT NULL
+    id INTEGER PRIMARY KEY,  -- row id
+    created_at TEXT NOT NULL,  -- when it was stored
+    device_name TEXT NOT NULL,  -- the GPU's name
+    profile_json TEXT NOT NULL  -- the profile: measured matmul and copy ceilings beside the datasheet,
+    -- SMs, L2, memory, clocks, versions
 );
+-- sources: the files of every submitted solution, so a job judges what was submitted.
 CREATE TABLE IF NOT EXISTS sources (
-    source_hash TEXT PRIMARY KEY,
-    kind TEXT NOT NULL,
-    entry TEXT NOT NULL,
-    files_json TEXT NOT NULL
+    source_hash TEXT PRIMARY KEY,  -- the hash `load_solution` computes
+    kind TEXT NOT NULL,  -- `file` or `folder`
+    entry TEXT NOT NULL,  -- the file to load
+    files_json TEXT NOT NULL  -- `{relative path: base64 of the bytes}`
 );
+-- jobs: one row per job of `rooftop batch` (and of the services built on the same queue: the
+-- environment, `rooftop serve`, agent runs and search).
 CREATE TABLE IF NOT EXISTS jobs (
-    id TEXT PRIMARY KEY,
-    created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL,
-    problem TEXT NOT NULL,
-    problem_version INTEGER NOT NULL,
-    problem_hash TEXT NOT NULL,
-    solution TEXT NOT NULL,
-    source_hash TEXT NOT NULL REFERENCES sources(source_hash),
-    settings_json TEXT NOT NULL,
-    state TEXT NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    owner TEXT,
-    lease_until REAL,
-    device TEXT,
-    queued_at REAL NOT NULL,
-    build_wait_s REAL,
-    build_s REAL,
-    build_cached INTEGER,
-    run_wait_s REAL,
-    built_at REAL,
-    evaluation_id INTEGER REFERENCES evaluations(id),
-    status TEXT,
-    error TEXT
+    id TEXT PRIMARY KEY,  -- the job id: a digest of the problem (name, version, files), the solution's
+    -- source hash and the settings
+    created_at TEXT NOT NULL,  -- when it was queued
+    updated_at TEXT NOT NULL,  -- when its row last changed
+    problem TEXT NOT NULL,  -- the problem's stored name
+    problem_version INTEGER NOT NULL,  -- the problem's spec version
+    problem_hash TEXT NOT NULL,  -- a digest of the problem's files and spec
+    solution TEXT NOT NULL,  -- the path or name it was submitted as
+    source_hash TEXT NOT NULL REFERENCES sources(source_hash),  -- the solution's source (its files are in
+    -- `sources`)
+    settings_json TEXT NOT NULL,  -- the evaluation settings (docs/CONFIGURATION.md)
+    state TEXT NOT NULL,  -- `queued`, `building`, `built`, `running`, `done` (a verdict is recorded) or
+    -- `failed` (none could be made); a job with nothing to compile (PyTorch, Triton) is queued `built`
+    attempts INTEGER NOT NULL DEFAULT 0,  -- evaluations started on a device (more than 1 only after a
+    -- worker or the orchestrator died)
+    owner TEXT,  -- the orchestrator holding it (`host:pid:start`) while building or running
+    lease_until REAL,  -- until when that orchestrator holds it (Unix time)
+    device TEXT,  -- the worker it ran on (`cuda:0`, `cpu:1`; a GPU's second worker is `cuda:0.1`); NULL
+    -- when the build stage settled it
+    queued_at REAL NOT NULL,  -- Unix time it was queued
+    build_wait_s REAL,  -- seconds queued before a builder took it (NULL: nothing to compile)
+    build_s REAL,  -- seconds its build took (NULL: nothing to compile)
+    build_cached INTEGER,  -- 1 when the build cache had it (NULL: nothing to compile)
+    run_wait_s REAL,  -- seconds built before a device worker took it
+    built_at REAL,  -- Unix time it was built
+    evaluation_id INTEGER REFERENCES evaluations(id),  -- its verdict's `evaluations` row
+    status TEXT,  -- its verdict's status
+    error TEXT  -- why it failed
 );
+-- sessions: one row per episode started through `rooftop serve`.
 CREATE TABLE IF NOT EXISTS sessions (
-    id TEXT PRIMARY KEY,
-    created_at TEXT NOT NULL,
-    updated_at REAL NOT NULL,
-    task TEXT NOT NULL,
-    state TEXT NOT NULL,
-    episode_json TEXT NOT NULL
+    id TEXT PRIMARY KEY,  -- the session id
+    created_at TEXT NOT NULL,  -- when it started
+    updated_at REAL NOT NULL,  -- when it was last saved (Unix time; idle sessions are reaped by it)
+    task TEXT NOT NULL,  -- the problem's name
+    state TEXT NOT NULL,  -- `open`, `done` (finished or truncated), `closed` (deleted) or `expired` (idle
+    -- too long); a closed or expired session stays so
+    episode_json TEXT NOT NULL  -- the episode: turns, their jobs, the best kernel's job and source,
+    -- rewards
 );
+-- agent_runs: one row per agent run (`rooftop sweep`, `rooftop agent`); a sweep resumes from it. A
+-- run's `sweep`, `agent`, `model`, `problem` and `repeat` are the cell it fills.
 CREATE TABLE IF NOT EXISTS agent_runs (
-    id TEXT PRIMARY KEY,
-    sweep TEXT,
-    agent TEXT NOT NULL,
-    model TEXT,
-    problem TEXT NOT NULL,
-    repeat INTEGER NOT NULL,
-    state TEXT NOT NULL,
-    updated_at REAL NOT NULL,
-    visible_job TEXT,
-    graded_job TEXT,
-    record_json TEXT NOT NULL
+    id TEXT PRIMARY KEY,  -- the run's id, also its folder's name: `<time>_<agent>_<model>_<problem>_<repeat>`
+    sweep TEXT,  -- the sweep's name (its config's `name`, else the file's); NULL for a single `rooftop agent` run
+    agent TEXT NOT NULL,  -- the agent's label (its config's `name`, else its adapter)
+    model TEXT,  -- the model the agent ran with (NULL: its CLI's own)
+    problem TEXT NOT NULL,  -- the problem's name
+    repeat INTEGER NOT NULL,  -- which repeat of its cell
+    state TEXT NOT NULL,  -- `running`, `done`, `failed` (the harness could not run it) or `abandoned` (its
+    -- harness was killed)
+    updated_at REAL NOT NULL,  -- when it was last saved (Unix time)
+    visible_job TEXT,  -- the job of the grading on the visible shapes
+    graded_job TEXT,  -- the job of the grading on every shape, held-out ones included
+    record_json TEXT NOT NULL  -- the run (`rooftop.agents.record.AgentRun`): exit, budget, completion,
+    -- command, usage, both grades
 );
 CREATE INDEX IF NOT EXISTS agent_runs_by_sweep ON agent_runs(sweep, state);
+-- annotations: audit notes on agent runs (`rooftop annotate`), marked on the leaderboard.
 CREATE TABLE IF NOT EXISTS annotations (
-    id INTEGER PRIMARY KEY,
-    run_id TEXT NOT NULL REFERENCES agent_runs(id),
-    created_at TEXT NOT NULL,
-    verdict TEXT NOT NULL,
-    annotation_json TEXT NOT NULL
+    id INTEGER PRIMARY KEY,  -- the note
+    run_id TEXT NOT NULL REFERENCES agent_runs(id),  -- its run
+    created_at TEXT NOT NULL,  -- when it was made
+    verdict TEXT NOT NULL,  -- `clean`, `rubric_leak`, `reward_hack`, `interesting` or `bug`
+    annotation_json TEXT NOT NULL  -- the note: summary, and quotes with the lines they were checked
+    -- against
 );
 CREATE INDEX IF NOT EXISTS annotations_by_run ON annotations(run_id);
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, queued_at);
