@@ -405,7 +405,8 @@ def test_a_sweep_of_two_agents_three_problems_two_repeats_runs_and_resumes(deck,
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(config))
     runs = _sweep(path)
-    assert len(runs) == 12 and all(r["state"] == "done" for r in runs)
+    assert len(runs) == 12 and all(r["state"] == "done" for r in runs), \
+        [(r["id"], r["state"], r.get("error")) for r in runs if r["state"] != "done"]
     for r in runs:
         folder = Path(r["folder"])
         assert folder.parent == tmp_path / "runs"

@@ -36,6 +36,33 @@ def test_a_package_registry_loads_its_modules_once_and_names_what_it_knows(tmp_p
             sys.modules.pop(name)
 
 
+def test_threads_that_ask_at_once_all_see_every_implementation(tmp_path, monkeypatch):
+    """The agent runner's threads looked up transcript formats at once, and one was told that
+    codex_rollout did not exist while another thread was still importing the parsers."""
+    import threading
+
+    package = tmp_path / "slow_kinds"
+    package.mkdir()
+    (package / "__init__.py").write_text("from rooftop.plugins import Registry\nKINDS = Registry('kind', __name__)\n")
+    for name in ("a", "b", "c"):
+        (package / f"{name}.py").write_text(f"import time\nfrom slow_kinds import KINDS\ntime.sleep(0.2)\n"
+                                            f"KINDS.add('{name}', '{name}')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        from slow_kinds import KINDS  # type: ignore[import-not-found]
+
+        seen: list[list[str]] = []
+        threads = [threading.Thread(target=lambda: seen.append(KINDS.names())) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert seen == [["a", "b", "c"]] * 4
+    finally:
+        for name in [m for m in sys.modules if m == "slow_kinds" or m.startswith("slow_kinds.")]:
+            sys.modules.pop(name)
+
+
 def test_every_kind_uses_it():
     from rooftop.agents.adapters import ADAPTERS
     from rooftop.integrity.policy import RULES

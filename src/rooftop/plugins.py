@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
 
@@ -32,6 +33,7 @@ class Registry(Mapping[str, T]):
         self.kind, self.package = kind, package
         self._items: dict[str, T] = {}
         self._loaded = package is None
+        self._lock = threading.RLock()
 
     def add(self, name: str, item: T) -> T:
         if self._items.get(name, item) is not item:
@@ -66,11 +68,15 @@ class Registry(Mapping[str, T]):
         return len(self._all())
 
     def _all(self) -> dict[str, T]:
-        """Every implementation by name, in the order registered."""
+        """Every implementation by name, in the order registered: the package's modules are all
+        imported first, once, while other threads asking wait (a thread that saw a half-loaded
+        registry would be told a format or an adapter does not exist)."""
         if not self._loaded:
-            self._loaded = True
-            assert self.package is not None
-            for info in pkgutil.iter_modules(importlib.import_module(self.package).__path__):
-                if not info.name.startswith("_"):
-                    importlib.import_module(f"{self.package}.{info.name}")
+            with self._lock:
+                if not self._loaded:
+                    assert self.package is not None
+                    for info in pkgutil.iter_modules(importlib.import_module(self.package).__path__):
+                        if not info.name.startswith("_"):
+                            importlib.import_module(f"{self.package}.{info.name}")
+                    self._loaded = True
         return self._items
