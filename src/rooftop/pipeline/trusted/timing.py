@@ -174,13 +174,7 @@ def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
             result.timed_calls += 1
             sizes.saw(called)
             if checks:
-                compare = referenced or seconds < fastest_paired or secrets.randbelow(CHECK_SHARE) == 0
-                if compare and not referenced:
-                    called = expect(ev, shape, called)
-                result.timed_checks += int(compare)
-                started = time.perf_counter()
-                _check_timed_output(ev, shape, called, calls, compare)
-                ev.add_time("timed_output_checks", time.perf_counter() - started)
+                called = _checked(ev, shape, result, called, calls, referenced or seconds < fastest_paired)
             if extra or sampling.stopped:  # the listed call after a cap; the rest of the block that met the rule
                 continue
             reference = Taken(float(called.reference_seconds or 0.0), called.reference_clock,
@@ -188,11 +182,7 @@ def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
             sampling.record([Taken(seconds, called.clock, called.wall), reference], warming)
             if not warming:
                 untimed.append(called.wall - seconds - called.reply.hold)
-                queued["candidate"].append(called.reply.queued)
-                outran["candidate"].append(called.reply.queued - called.reply.hold)
-                if referenced:
-                    queued["reference"].append(called.reference_queue[0])
-                    outran["reference"].append(called.reference_queue[0] - called.reference_queue[1])
+                _note_queueing(called, referenced, queued, outran)
             if referenced and not warming:
                 fastest_paired = min(fastest_paired, seconds)
         if time.monotonic() - reported > EVENT_EVERY:
@@ -210,6 +200,30 @@ def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
         judge_listed(ev, shape, result)
     cross_check(ev, shape, result, sampling, outran)
     return judge_floor(ev, shape, result, untimed, after) if floored else None
+
+
+def _checked(ev: Evaluation, shape: Shape, result: ShapeResult, called: Called, calls: int, always: bool) -> Called:
+    """A timed call's outputs against the expected ones: `always` (beside the reference, or
+    faster than any call the reference was paired with), else on a secret draw made after the
+    reply, with the reference run on its seed's inputs then; stored either way."""
+    compare = always or secrets.randbelow(CHECK_SHARE) == 0
+    if compare and called.expected is None:
+        called = expect(ev, shape, called)
+    result.timed_checks += int(compare)
+    started = time.perf_counter()
+    _check_timed_output(ev, shape, called, calls, compare)
+    ev.add_time("timed_output_checks", time.perf_counter() - started)
+    return called
+
+
+def _note_queueing(called: Called, referenced: bool, queued: dict[str, list[float]],
+                   outran: dict[str, list[float]]) -> None:
+    """Each side's host seconds to queue a timed call, and how far past the spin before it."""
+    queued["candidate"].append(called.reply.queued)
+    outran["candidate"].append(called.reply.queued - called.reply.hold)
+    if referenced:
+        queued["reference"].append(called.reference_queue[0])
+        outran["reference"].append(called.reference_queue[0] - called.reference_queue[1])
 
 
 def judge_floor(ev: Evaluation, shape: Shape, result: ShapeResult, untimed: list[float],
