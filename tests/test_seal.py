@@ -259,7 +259,7 @@ def test_timed_blocks_hold_about_20_ms_of_calls_and_at_most_a_gib_of_expected_ou
     from rooftop.pipeline.trusted.timing import BLOCK_CALLS, _BlockSize
 
     def sized(seconds: float, reference: float, out_bytes: int) -> int:
-        sizes = _BlockSize(SimpleNamespace())
+        sizes = _BlockSize()
         expected = torch.empty(out_bytes, dtype=torch.uint8, device="meta")
         sizes.saw(SimpleNamespace(reply=SimpleNamespace(seconds=seconds), reference_seconds=reference,
                                   expected=expected))

@@ -7,7 +7,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from rooftop.integrity.cupti import TAG_CLOSE, TAG_FLUSH, TAG_OPEN, TAG_SPIN, KernelRecord, TraceBroken, split_calls
+from rooftop.integrity.cupti import (
+    TAG_CLOSE,
+    TAG_CLOSE_QUEUED,
+    TAG_FLUSH,
+    TAG_OPEN,
+    TAG_SPIN,
+    KernelRecord,
+    TraceBroken,
+    split_calls,
+)
 from rooftop.pipeline.child.call import _summary
 from rooftop.pipeline.trusted.tracing import TRACE_EVERY, Noted, judge_call, note_call, take_trace
 from rooftop.pipeline.wire import CallTrace, Kernel, TraceReply
@@ -16,7 +25,8 @@ from rooftop.verdict import GateFailed, Status
 CALLER, SIDE = 7, 13
 
 
-def _call(at: int, work: list[tuple[str, int, int, int]], stream: int = CALLER) -> list[KernelRecord]:
+def _call(at: int, work: list[tuple[str, int, int, int]], stream: int = CALLER,
+          queued: bool = False) -> list[KernelRecord]:
     """One call's records from `at` (ns): flush 0-30 us, spin to 228 us, the opening kernel to
     230 us, the work (name, start, end from there, stream), then the closing kernel after all."""
     opened = at + 230_000
@@ -25,7 +35,8 @@ def _call(at: int, work: list[tuple[str, int, int, int]], stream: int = CALLER) 
                KernelRecord("rooftop_timer_open", opened - 1_500, opened, stream, TAG_OPEN)]
     records += [KernelRecord(name, opened + s, opened + e, st) for name, s, e, st in work]
     last = max([opened, *(opened + e for _, _, e, _ in work)])
-    records.append(KernelRecord("rooftop_timer_close", last + 20_000, last + 21_000, stream, TAG_CLOSE))
+    records.append(KernelRecord("rooftop_timer_close_queued" if queued else "rooftop_timer_close", last + 20_000,
+                                last + 21_000, stream, TAG_CLOSE_QUEUED if queued else TAG_CLOSE))
     return records
 
 
@@ -44,14 +55,20 @@ def test_a_side_stream_kernel_between_two_queued_calls_is_the_earlier_calls_and_
     """A block's calls are not waited for one by one: a kernel the first call left on another
     stream can start after its closing kernel. It is that call's, and ends far past its window;
     the harness's own work between the calls (on the caller's stream) stays out."""
-    first = _call(0, [("gemm", 1_000, 50_000, CALLER)])
+    first = _call(0, [("gemm", 1_000, 50_000, CALLER)], queued=True)
     between = [KernelRecord("randn_inputs", 400_000, 410_000, CALLER),
                KernelRecord("hidden", 420_000, 900_000, SIDE)]
     calls = split_calls(first + between + _call(1_000_000, [("gemm", 1_000, 48_000, CALLER)]))
     assert [[k.name for k in c.kernels] for c in calls] == [["gemm", "hidden"], ["gemm"]]
+    assert [c.queued for c in calls] == [True, False]
     summary = _summary(calls[0])
     assert summary.last_stream == SIDE and summary.last_end_us == pytest.approx(670.0)
     assert "[side-stream]" in (judge_call(Noted("s", 50e-6), summary) or "")
+    # after a waited call nothing of it runs: a CUDA graph's warm-up on a side stream before its
+    # capture, between two calls, is the harness's
+    waited = split_calls(_call(0, [("gemm", 1_000, 50_000, CALLER)]) + between +
+                         _call(1_000_000, [("gemm", 1_000, 48_000, CALLER)]))
+    assert [[k.name for k in c.kernels] for c in waited] == [["gemm"], ["gemm"]]
 
 
 def test_a_kernel_that_starts_during_the_spin_is_the_calls_and_early():

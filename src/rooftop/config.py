@@ -68,14 +68,16 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
 
 def read(name: str, default: str | None = None) -> str | None:
     """A registered variable's value (`default` when unset)."""
-    if name not in VARIABLES:
-        raise KeyError(f"{name} is not a variable rooftop reads (add it to rooftop/config.py)")
-    return os.environ.get(name, default)
+    return os.environ.get(_registered(name), default)
 
 
 def take(name: str) -> str:
     """A registered variable's value ('' when unset), removed from this process's environment:
     what a child is handed once, or a secret nothing started later may inherit."""
+    return os.environ.pop(_registered(name), "")
+
+
+def _registered(name: str) -> str:
     if name not in VARIABLES:
         raise KeyError(f"{name} is not a variable rooftop reads (add it to rooftop/config.py)")
-    return os.environ.pop(name, "")
+    return name

@@ -74,8 +74,9 @@ def progress_bar(enabled: bool) -> Progress:
 
 def settings_from_options(device: Device, shapes: str, timeout: float | None, seed: int | None, timing: bool,
                           sandbox: Sandbox, graphs: bool = False) -> Settings:
-    """An evaluation's settings from the options `eval`, `demo` and `batch` share, checked first:
-    by the settings themselves, then against the machine, each error naming its option."""
+    """An evaluation's settings from the options the evaluating commands share (eval, demo, batch,
+    selfcheck, batch-kb), checked first: by the settings themselves, then against the machine,
+    each error naming its option."""
     from pydantic import ValidationError
 
     from rooftop.pipeline.evaluate import check_settings

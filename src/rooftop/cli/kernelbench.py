@@ -23,6 +23,7 @@ from rooftop.cli.common import (
     cli_app,
     out,
     progress_bar,
+    settings_from_options,
 )
 from rooftop.errors import UserError
 from rooftop.pipeline.job import DeviceChoice
@@ -30,7 +31,6 @@ from rooftop.pipeline.job import DeviceChoice
 if TYPE_CHECKING:
     from rooftop.batch.kernelbench import SampleRow
     from rooftop.batch.selfcheck import SelfCheckRow
-    from rooftop.pipeline.job import Settings
     from rooftop.problem.imports import Imported, ImportReport
 
 import_app = cli_app("Import another benchmark's problems as decks.", no_args_is_help=True)
@@ -105,23 +105,6 @@ def _count(items: list[Imported], match: Callable[[Imported], bool]) -> str:
     return str(sum(1 for i in items if match(i)))
 
 
-def _settings(device: DeviceChoice, shapes: str, timeout: float | None, sandbox: Sandbox) -> Settings:
-    from rooftop.pipeline.job import Settings
-
-    if device == "cuda":
-        from rooftop.pipeline.evaluate import resolve_device
-
-        resolve_device(device, "--device")  # no GPU: a one-line error before any evaluation starts
-    if sandbox == "bwrap":
-        from rooftop.integrity.sandbox import require_bwrap
-
-        require_bwrap()
-    if not shapes.strip(" ,"):
-        raise UserError(f"--shapes: expected a group or shape names (got '{shapes}')")
-    return Settings(device=device, shapes=shapes, timeout=timeout, sandbox=sandbox,
-                    build_timeout=max(timeout or 0.0, 900.0))
-
-
 def selfcheck_command(
     target: Annotated[str, typer.Argument(
         metavar="DECK|PROBLEM", help="a deck ('kernelbench/level1'), a folder of problem folders, or one problem")],
@@ -146,7 +129,7 @@ def selfcheck_command(
     from rooftop.cli.progress import event_display, verdict_lines
     from rooftop.store.db import Store
 
-    settings = _settings(device, shapes, timeout, sandbox)
+    settings = settings_from_options(device, shapes, timeout, None, True, sandbox)
     refuse_gpu_only(problems, settings)
     store = Store(db) if db else None
     lines = verdict_lines(not json_output, total=len(problems))
@@ -226,7 +209,7 @@ def batch_command(
     from rooftop.cli.progress import event_display, outcome_note, verdict_lines
     from rooftop.store.db import Store
 
-    settings = _settings(device, shapes, timeout, sandbox)
+    settings = settings_from_options(device, shapes, timeout, None, True, sandbox)
     store = Store(db)
     lines = verdict_lines(not json_output, total=len(generations))
     try:

@@ -24,6 +24,7 @@ is the same episode for trainers that run many at once on one event loop.
 from __future__ import annotations
 
 import secrets
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -265,17 +266,15 @@ class _EpisodeRules:
 def graded_on(verdict: Verdict, episode: Episode) -> str:
     """What the final grade ran, said as it is: the shapes by split, and why no held-out shape ran
     when none did (a CPU grades its smoke shapes, the ones run_kernel ran)."""
-    splits: dict[str, int] = {}
-    for shape in verdict.shapes:
-        splits[shape.split] = splits.get(shape.split, 0) + 1
+    splits = Counter(shape.split for shape in verdict.shapes)
     ran = ", ".join(f"{count} {split.replace('_', '-')}" for split, count in splits.items()) or "no shape"
     line = f"graded on {ran} shape(s)"
-    if "held_out" not in splits:
-        same = episode.graded_shapes == episode.run_shapes
-        line += (f" ({episode.graded_shapes}: the same shapes run_kernel ran, so no held-out shape was judged"
-                 f"{'; on a GPU the grade runs every shape' if episode.graded_shapes == 'smoke' else ''})"
-                 if same else " (no held-out shape ran)")
-    return line
+    if "held_out" in splits:
+        return line
+    if episode.graded_shapes != episode.run_shapes:
+        return line + " (no held-out shape ran)"
+    on_gpu = "; on a GPU the grade runs every shape" if episode.graded_shapes == "smoke" else ""
+    return line + f" ({episode.graded_shapes}: the same shapes run_kernel ran, so no held-out shape was judged{on_gpu})"
 
 
 class KernelEnv(_EpisodeRules):

@@ -17,8 +17,10 @@ finished the call's work. Everything between a call's flush and its closing kern
 call's; what runs between two calls on the caller's stream is the harness's own (making inputs,
 reading outputs) and is left out. A block's calls are queued back to back without waiting for
 each other's work (measure/timer.py), so a kernel of one call on another stream can start after
-its closing kernel: a kernel on another stream between two calls belongs to the call before, whose
-window it outlasted.
+its closing kernel (a closing kernel of its own name says the call was not waited for): a kernel on
+another stream between such a call and the next belongs to the call before, whose window it
+outlasted. After a waited call's closing kernel nothing of that call can run (the harness's own
+side-stream work, a CUDA graph's warm-up before its capture, runs there).
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-TAG_OTHER, TAG_FLUSH, TAG_SPIN, TAG_OPEN, TAG_CLOSE = 0, 1, 2, 3, 4  # `tag` of a record (sealed_timer.c)
+# `tag` of a record (sealed_timer.c); a block's call, not waited for, closes with TAG_CLOSE_QUEUED
+TAG_OTHER, TAG_FLUSH, TAG_SPIN, TAG_OPEN, TAG_CLOSE, TAG_CLOSE_QUEUED = 0, 1, 2, 3, 4, 5
 
 
 class TraceBroken(Exception):
@@ -55,6 +58,7 @@ class TracedCall:
     stream: int
     opened_ns: int
     kernels: list[KernelRecord] = field(default_factory=list)
+    queued: bool = False  # one of a block's calls, closed without waiting for its work
 
 
 def records_of(raw: Sequence[Any]) -> list[KernelRecord]:
@@ -67,16 +71,18 @@ def split_calls(records: Sequence[KernelRecord]) -> list[TracedCall]:
     """The calls in a batch of records: each from the harness's flush, through its spin and its
     opening kernel, to its closing kernel, all four on one stream. A kernel that starts before the
     opening kernel ends is the call's too, and early: it ran before the timed window opened. One
-    on another stream than the last call's, after that call closed, is that call's too, and late."""
+    on another stream than the last call's, after that call closed without waiting, is that
+    call's too, and late."""
     calls: list[TracedCall] = []
     current: TracedCall | None = None
     step = TAG_CLOSE
     for record in sorted(records, key=lambda r: (r.start_ns, r.end_ns)):
-        tag = record.tag
+        queued = record.tag == TAG_CLOSE_QUEUED
+        tag = TAG_CLOSE if queued else record.tag  # a closing kernel either way
         if tag == TAG_OTHER:
             if current is not None:
                 current.kernels.append(record)
-            elif calls and record.stream != calls[-1].stream:
+            elif calls and calls[-1].queued and record.stream != calls[-1].stream:
                 calls[-1].kernels.append(record)
             continue  # between two calls on the caller's stream: the harness's own work
         if tag == TAG_FLUSH:
@@ -88,6 +94,7 @@ def split_calls(records: Sequence[KernelRecord]) -> list[TracedCall]:
         elif tag == TAG_OPEN:
             current.opened_ns = record.end_ns
         elif tag == TAG_CLOSE:
+            current.queued = queued
             calls.append(current)
             current = None
         step = tag

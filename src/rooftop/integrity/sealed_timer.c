@@ -50,7 +50,7 @@ struct trace_record {
 #define REC_END 24
 #define REC_STREAM 48
 #define REC_NAME 104
-enum { TAG_OTHER, TAG_FLUSH, TAG_SPIN, TAG_OPEN, TAG_CLOSE };
+enum { TAG_OTHER, TAG_FLUSH, TAG_SPIN, TAG_OPEN, TAG_CLOSE, TAG_CLOSE_QUEUED };
 
 /* the tracer's writable side: anonymous pages, not the library's */
 struct trace_ring {
@@ -82,7 +82,7 @@ static struct state {
     long ready;
     struct driver cu;
     CUevent start[SLOTS], end[SLOTS]; /* an event pair per call of a block */
-    CUfunction flush, spin, open, close;
+    CUfunction flush, spin, open, close, close_queued;
     struct cupti cupti;
     struct trace_ring *ring; /* the pointer is sealed; the ring it points to is not */
     uint8_t *buffers;
@@ -118,7 +118,8 @@ static const char PTX[] =
     "cvta.to.global.u64 %rd9, %rd3;\nst.global.u32 [%rd9], %r5;\n"
     "$L_end:\nret;\n}\n"
     ".visible .entry rooftop_timer_open()\n{\nret;\n}\n"
-    ".visible .entry rooftop_timer_close()\n{\nret;\n}\n";
+    ".visible .entry rooftop_timer_close()\n{\nret;\n}\n"
+    ".visible .entry rooftop_timer_close_queued()\n{\nret;\n}\n";
 
 #define THREADS 256
 
@@ -156,6 +157,7 @@ int rt_cuda_init(unsigned long long flush_bytes, unsigned flush_blocks) {
     if ((rc = cu->module_get_function(&st.spin, module, "rooftop_timer_spin"))) return rc;
     if ((rc = cu->module_get_function(&st.open, module, "rooftop_timer_open"))) return rc;
     if ((rc = cu->module_get_function(&st.close, module, "rooftop_timer_close"))) return rc;
+    if ((rc = cu->module_get_function(&st.close_queued, module, "rooftop_timer_close_queued"))) return rc;
     for (unsigned i = 0; i < SLOTS; i++)
         if ((rc = cu->event_create(&st.start[i], 0)) || (rc = cu->event_create(&st.end[i], 0))) return rc;
     flush_bytes = (flush_bytes + 15) / 16 * 16;
@@ -209,14 +211,15 @@ double rt_cuda_elapsed(unsigned slot) {
 }
 
 /* After a call: when `wait`, wait for all of its work, on every stream; then launch the closing
- * kernel on `stream`. The tracer reads a call as everything from its flush to this kernel (a call
- * of a block, not waited for, has its other streams' late kernels judged from their timestamps). */
+ * kernel on `stream`. The tracer reads a call as everything from its flush to this kernel. A call
+ * of a block, not waited for, gets a closing kernel of its own name: a kernel on another stream
+ * after it may still be that call's, where after a waited call's it cannot be. */
 int rt_cuda_close(CUstream stream, int wait) {
     if (st.ready != 1) return -1;
     const struct driver *cu = &st.cu;
     CUresult rc;
     if (wait && (rc = cu->ctx_synchronize())) return rc;
-    return cu->launch(st.close, 1, 1, 1, 1, 1, 1, 0, stream, 0, 0);
+    return cu->launch(wait ? st.close : st.close_queued, 1, 1, 1, 1, 1, 1, 0, stream, 0, 0);
 }
 
 /* -- the kernel tracer: CUPTI's kernel records, on every call, through callbacks of this library's own */
@@ -247,6 +250,7 @@ static uint32_t tag_of(const char *name) {
     if (!strcmp(name, "rooftop_timer_spin")) return TAG_SPIN;
     if (!strcmp(name, "rooftop_timer_open")) return TAG_OPEN;
     if (!strcmp(name, "rooftop_timer_close")) return TAG_CLOSE;
+    if (!strcmp(name, "rooftop_timer_close_queued")) return TAG_CLOSE_QUEUED;
     return TAG_OTHER;
 }
 

@@ -44,7 +44,7 @@ def check_settings(settings: Settings, names: dict[str, str] | None = None) -> D
     """What the machine must have for these settings (a GPU for cuda or --graphs, bubblewrap for
     the bwrap sandbox), checked where settings are used, before anything is queued or started: the
     device type they run on. `names` maps a field to the option the caller's user set it with."""
-    named = {"device": "device", "sandbox": "sandbox", "graphs": "graphs", **(names or {})}
+    named = {"device": "device", "graphs": "graphs", **(names or {})}
     device = resolve_device(settings.device, named["device"])
     if settings.graphs and device == "cpu":
         raise UserError(f"{named['graphs']}: CUDA graphs need a GPU, and torch sees none here")

@@ -66,14 +66,14 @@ def estimate(reference: Path, constants: dict[str, Any] | None = None) -> Figure
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from rooftop.problem.instance import import_file
+    from rooftop.problem.instance import import_file, set_constants
 
     try:
         with budget(BUDGET_S), offline(), warnings.catch_warnings(), torch.random.fork_rng(devices=[]), \
                 torch.device("meta"), torch.no_grad():
             warnings.simplefilter("ignore")  # a reference's own warnings say nothing about its figures
             module = import_file(reference)
-            vars(module).update({k: v for k, v in (constants or {}).items() if hasattr(module, k)})
+            set_constants(vars(module), constants or {})
             model = module.Model(*module.get_init_inputs())
             if isinstance(model, torch.nn.Module):
                 model.eval()

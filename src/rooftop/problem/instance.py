@@ -66,9 +66,13 @@ def _call(fn: Any, spec: ProblemSpec, shape: Shape) -> Any:
     shape, smaller ones for the smoke shape derived from them)."""
     if not spec.kernelbench:
         return fn(**shape.params)
-    constants = getattr(fn, "__globals__", {})
-    constants.update({k: v for k, v in shape.params.items() if k in constants})
+    set_constants(getattr(fn, "__globals__", {}), shape.params)
     return fn()
+
+
+def set_constants(namespace: dict[str, Any], params: dict[str, Any]) -> None:
+    """A KernelBench-style module's constants (its namespace) set to these params, those it defines."""
+    namespace.update({k: v for k, v in params.items() if k in namespace})
 
 
 def init_inputs(reference: ModuleType, spec: ProblemSpec, shape: Shape) -> list[Any]:

@@ -53,14 +53,14 @@ def run_on_cpu(reference: Path, params: dict[str, ParamValue]) -> str:
     """'' when the reference builds and runs on the CPU with these constants, else why not."""
     import torch
 
-    from rooftop.problem.instance import import_file
+    from rooftop.problem.instance import import_file, set_constants
 
     try:
         with budget(CPU_BUDGET_S, "running on the CPU"), offline(), warnings.catch_warnings(), \
                 torch.random.fork_rng(devices=[]), torch.device("cpu"), torch.no_grad():
             warnings.simplefilter("ignore")
             module = import_file(reference)
-            vars(module).update({k: v for k, v in params.items() if hasattr(module, k)})
+            set_constants(vars(module), params)
             model = module.Model(*module.get_init_inputs())
             model(*module.get_inputs())
     except Exception as exc:

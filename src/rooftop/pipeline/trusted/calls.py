@@ -93,14 +93,9 @@ def call_block(ev: Evaluation, shape: Shape, seeds: list[int | None], *, audit: 
         CallRequest(gate=ev.state.gate, shape=shape.name, seed=seed, audit=audit and checks and not graph,
                     probe=checks, reuse=not checks, graph=graph, pool_sets=ev.pool_sets.get(shape.name))
         for seed in drawn])
-    reply, wall = ev.session.request(request, BlockReply, ev.state.deadline)
+    reply, wall = _request_block(ev, request)
     ev.last_call = time.monotonic()
     clock = _sm_clock(ev)
-    if reply.failure is not None:
-        raise GateFailed(reply.failure.status, *reply.failure.messages)
-    if len(reply.calls) != len(drawn):
-        raise GateFailed(Status.rejected, f"[protocol] the child answered {len(reply.calls)} calls of a block of "
-                         f"{len(drawn)}")
     share, reference_share = wall / len(drawn), reference_wall / len(drawn)
     called = []
     for i, (seed, one, ref) in enumerate(zip(drawn, reply.calls, timed)):
@@ -126,16 +121,24 @@ def harness_costs(ev: Evaluation, shape: Shape, calls: int) -> list[float]:
         request = BlockRequest(calls=[CallRequest(gate=ev.state.gate, shape=shape.name, noop=True, probe=True,
                                                   seed=seed if not checks else ev.seeds.next(), reuse=not checks,
                                                   pool_sets=ev.pool_sets.get(shape.name))])
-        block, wall = ev.session.request(request, BlockReply, ev.state.deadline)
-        if block.failure is not None:
-            raise GateFailed(block.failure.status, *block.failure.messages)
-        if len(block.calls) != 1:
-            raise GateFailed(Status.rejected, "[protocol] the child answered a block of one no-op call with "
-                             f"{len(block.calls)} replies")
+        block, wall = _request_block(ev, request)
         reply = block.calls[0]
         note_call(ev, shape.name, reply.seconds)
         costs.append(wall - float(reply.seconds or 0.0) - reply.hold)
     return costs
+
+
+def _request_block(ev: Evaluation, request: BlockRequest) -> tuple[BlockReply, float]:
+    """The child's replies to a block and the block's trusted wall time; a failure, or a reply
+    count other than the block's, ends the gate."""
+    assert ev.session is not None
+    reply, wall = ev.session.request(request, BlockReply, ev.state.deadline)
+    if reply.failure is not None:
+        raise GateFailed(reply.failure.status, *reply.failure.messages)
+    if len(reply.calls) != len(request.calls):
+        raise GateFailed(Status.rejected, f"[protocol] the child answered {len(reply.calls)} calls of a block of "
+                         f"{len(request.calls)}")
+    return reply, wall
 
 
 def expect(ev: Evaluation, shape: Shape, called: Called) -> Called:

@@ -1,5 +1,6 @@
 """The timing gate's work on one shape: warm-up and timed calls, candidate and reference paired
-call by call (A B A B ...), each call's outputs probed, its kernels traced (pipeline/trusted/tracing.py)
+call by call in blocks (the reference's block, then the candidate's, on the same inputs: see
+pipeline/trusted/calls.py), each call's outputs probed, its kernels traced (pipeline/trusted/tracing.py)
 and, where the problem forbids torch compute, its dispatches audited, every call alike; one call
 drawn in secret has its kernels listed for the kernel share; and the cross-checks that flag a
 suspect measurement.
@@ -68,6 +69,7 @@ HOST_BOUND_SHARE = 0.5
 # ... plus, on a CPU, this much: the harness and the candidate share the host's cores with whatever
 # else runs there, and a busy two-core machine moved honest CPU calls' untimed time by 100-300 us
 FLOOR_CPU_SLACK = 1e-3
+UNTIMED_WORK = ", so the reported times are forged or the work ran outside the clock"  # the wall floor's conclusion
 RETIMED = ("timed again, the shape's calls held no more untimed work than the floor allows (the first timing "
            "shared its host with other work, or its untimed work stopped)")
 
@@ -136,7 +138,7 @@ def time_shape(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
                                f"({'; '.join(found.reasons)}); its times and speedup are not trustworthy and "
                                "the reward counts its speedup as 0x")
     if forged:
-        ev.verdict.warnings.append(f"{forged.split(', so the reported times')[0]} (not judged: the CPU was shared "
+        ev.verdict.warnings.append(f"{forged.removesuffix(UNTIMED_WORK)} (not judged: the CPU was shared "
                                    "with other work while timing, which slows the harness's own work as much; "
                                    "nothing says the times were forged)")
 
@@ -158,7 +160,7 @@ def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
     fastest_paired = float("inf")  # the candidate's fastest sample while the reference ran beside it
     queued: dict[str, list[float]] = {"candidate": [], "reference": []}  # timed calls' host seconds to queue
     outran: dict[str, list[float]] = {"candidate": [], "reference": []}  # ... past the spin before them
-    size, sizes = 1, _BlockSize(ev)
+    sizes = _BlockSize()
     while not sampling.stopped or listed_at >= 0:  # (a wall-time cap may stop it first)
         warming, extra = sampling.warming, sampling.stopped
         size = 1 if warming or extra else sizes.next()
@@ -252,21 +254,22 @@ def judge_floor(ev: Evaluation, shape: Shape, result: ShapeResult, untimed: list
     return (f"[wall-floor] shape '{shape.name}': each call's round trip on the trusted clock held a median "
             f"{outside * 1e6:.0f} us more than its reported {reported * 1e6:.1f} us{spin} and the "
             f"harness's own {fixed * 1e6:.0f} us per call (measured before any solution code ran); more than "
-            f"{allowed * 1e6:.0f} us of work went untimed, so the reported times are forged or the work ran "
-            "outside the clock")
+            f"{allowed * 1e6:.0f} us of work went untimed{UNTIMED_WORK}")
 
 
 class _BlockSize:
     """How many timed calls the next block queues: as many as take about `BLOCK_SECONDS` of GPU
-    time per side (the slower side's calls so far), at most `BLOCK_CALLS`, and no more expected
-    outputs than `BLOCK_BYTES` (the trusted side holds a block's until the child's replies are
-    checked). Warm-up calls come one at a time: a first call compiles, tunes and allocates."""
+    time per side (the slower side's last call: not the largest so far, which a first call's
+    compile or autotuning would keep at one for the whole shape), at most `BLOCK_CALLS`, and no
+    more expected outputs than `BLOCK_BYTES` (the trusted side holds a block's until the child's
+    replies are checked). Warm-up calls come one at a time: a first call compiles, tunes and
+    allocates."""
 
-    def __init__(self, ev: Evaluation) -> None:
-        self.ev, self.seconds, self.bytes = ev, 0.0, 0
+    def __init__(self) -> None:
+        self.seconds, self.bytes = 0.0, 0
 
     def saw(self, called: Called) -> None:
-        self.seconds = max(self.seconds, float(called.reply.seconds or 0.0), float(called.reference_seconds or 0.0))
+        self.seconds = max(float(called.reply.seconds or 0.0), float(called.reference_seconds or 0.0))
         if called.expected is not None:
             self.bytes = max(self.bytes, nbytes(called.expected))
 
