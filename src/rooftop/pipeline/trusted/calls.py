@@ -67,12 +67,14 @@ def call(ev: Evaluation, shape: Shape, *, full: bool = False, audit: bool = Fals
 
 
 def call_block(ev: Evaluation, shape: Shape, seeds: list[int | None], *, audit: bool = False,
-               listed: int | None = None, reference: bool = True) -> list[Called]:
+               listed: int | None = None, reference: bool = True, candidate_first: bool = False) -> list[Called]:
     """Timed calls of the candidate on fresh inputs, queued back to back in one request (the
-    child's `block`), after the reference's calls on the same inputs, queued alike here (`run_block`:
-    the same clock, a CUDA graph under --graphs); without the reference when `reference` is False,
-    and then nothing is expected yet (see `expect`). Call `listed` of the block has its kernels
-    listed in full later (pipeline/trusted/tracing.py).
+    child's `block`), beside the reference's calls on the same inputs, queued alike here
+    (`run_block`: the same clock, a CUDA graph under --graphs): the reference's block first, or the
+    candidate's when `candidate_first` (the timing gate alternates, so that neither side always
+    runs on a GPU the other has just heated); without the reference when `reference` is False, and
+    then nothing is expected yet (see `expect`). Call `listed` of the block has its kernels listed
+    in full later (pipeline/trusted/tracing.py).
 
     Each call's wall time is the block's round trip shared evenly: the wall floor holds the
     block's untimed time, wherever in the block it was spent."""
@@ -80,6 +82,12 @@ def call_block(ev: Evaluation, shape: Shape, seeds: list[int | None], *, audit: 
     ev.state.check_cancel()
     checks, graph = ev.settings.checks, ev.settings.graphs
     drawn = [ev.seeds.next() if seed is None else seed for seed in seeds]
+    request = BlockRequest(calls=[
+        CallRequest(gate=ev.state.gate, shape=shape.name, seed=seed, audit=audit and checks and not graph,
+                    probe=checks, reuse=not checks, graph=graph, pool_sets=ev.pool_sets.get(shape.name))
+        for seed in drawn])
+    if candidate_first:
+        reply, wall, clock = _candidate_block(ev, request)
     timed: list[Timed | None] = [None] * len(drawn)
     reference_wall, reference_clock = 0.0, None
     if reference:
@@ -89,13 +97,8 @@ def call_block(ev: Evaluation, shape: Shape, seeds: list[int | None], *, audit: 
         ev.add_time("reference", reference_wall)
         reference_clock = _sm_clock(ev)
         ev.add_time("reference_spin", sum(one.hold for one in timed if one is not None))
-    request = BlockRequest(calls=[
-        CallRequest(gate=ev.state.gate, shape=shape.name, seed=seed, audit=audit and checks and not graph,
-                    probe=checks, reuse=not checks, graph=graph, pool_sets=ev.pool_sets.get(shape.name))
-        for seed in drawn])
-    reply, wall = _request_block(ev, request)
-    ev.last_call = time.monotonic()
-    clock = _sm_clock(ev)
+    if not candidate_first:
+        reply, wall, clock = _candidate_block(ev, request)
     share, reference_share = wall / len(drawn), reference_wall / len(drawn)
     called = []
     for seed, one, ref in zip(drawn, reply.calls, timed):
@@ -126,6 +129,13 @@ def harness_costs(ev: Evaluation, shape: Shape, calls: int) -> list[float]:
         note_calls(ev, shape.name, [reply.seconds])
         costs.append(wall - float(reply.seconds or 0.0) - reply.hold)
     return costs
+
+
+def _candidate_block(ev: Evaluation, request: BlockRequest) -> tuple[BlockReply, float, float | None]:
+    """The child's block: its replies, its trusted wall time and the SM clock just after it."""
+    reply, wall = _request_block(ev, request)
+    ev.last_call = time.monotonic()
+    return reply, wall, _sm_clock(ev)
 
 
 def _request_block(ev: Evaluation, request: BlockRequest) -> tuple[BlockReply, float]:

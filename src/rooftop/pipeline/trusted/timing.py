@@ -1,9 +1,9 @@
 """The timing gate's work on one shape: warm-up and timed calls, candidate and reference paired
-call by call in blocks (the reference's block, then the candidate's, on the same inputs: see
-pipeline/trusted/calls.py), each call's outputs probed, its kernels traced (pipeline/trusted/tracing.py)
-and, where the problem forbids torch compute, its dispatches audited, every call alike; one call
-drawn in secret has its kernels listed for the kernel share; and the cross-checks that flag a
-suspect measurement.
+call by call in blocks (the reference's block and the candidate's on the same inputs, which runs
+first alternating from block to block: see pipeline/trusted/calls.py), each call's outputs
+probed, its kernels traced (pipeline/trusted/tracing.py) and, where the problem forbids torch
+compute, its dispatches audited, every call alike; one call drawn in secret has its kernels listed
+for the kernel share; and the cross-checks that flag a suspect measurement.
 
 A reference much slower than the candidate would cost most of the gate if it ran on every call
 until the candidate's samples are precise enough. So once it costs at least `REFERENCE_OFF` times
@@ -161,6 +161,7 @@ def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
     queued: dict[str, list[float]] = {"candidate": [], "reference": []}  # timed calls' host seconds to queue
     outran: dict[str, list[float]] = {"candidate": [], "reference": []}  # ... past the spin before them
     sizes = _BlockSize()
+    candidate_first = secrets.randbelow(2) == 1  # which side's block runs first: alternated from a coin
     while not sampling.stopped or listed_at >= 0:  # (a wall-time cap may stop it first)
         warming, extra = sampling.warming, sampling.stopped
         size = 1 if warming or extra else sizes.next()
@@ -169,7 +170,9 @@ def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
             listed, listed_at = 0 if extra else max(0, listed_at - sampling.kept), -1
         seeds = [None if checks or not pool else pool[(calls + i) % len(pool)] for i in range(size)]
         referenced = referenced and not _reference_done(sampling)
-        block = call_block(ev, shape, seeds, audit=checks and counts_compute, listed=listed, reference=referenced)
+        block = call_block(ev, shape, seeds, audit=checks and counts_compute, listed=listed, reference=referenced,
+                           candidate_first=candidate_first)
+        candidate_first = not candidate_first
         for called in block:
             calls += 1
             seconds = float(called.reply.seconds or 0.0)
