@@ -180,8 +180,8 @@ def host_pch(work: Path) -> dict:
     first on the include path (gcc takes X.h.gch in a folder before X.h)."""
     import torch
 
-    from rooftop.build.backends import nvcc_path
     from rooftop.build.inline import compile_commands
+    from rooftop.build.toolchain import nvcc_path
 
     class Call:  # the template's call, as rooftop's static scan reads it
         name, cpp, cuda, functions = NAME, [CPP], [SOURCES["kernelbench"]], ["elementwise_add_cuda"]
@@ -223,8 +223,8 @@ def host_pch(work: Path) -> dict:
 def platform() -> dict:
     import torch
 
-    from rooftop.build.backends import nvcc_version
     from rooftop.build.jit import usable_cores
+    from rooftop.build.toolchain import nvcc_version
 
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
     return {"torch": torch.__version__, "nvcc": nvcc_version(), "gpu": gpu, "cores": usable_cores(),

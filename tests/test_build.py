@@ -1,7 +1,7 @@
 from conftest import FIXTURES
 
-from rooftop.build.backends import arch_flag, trim_compiler_log
 from rooftop.build.cache import build_dir
+from rooftop.build.toolchain import arch_flag, trim_compiler_log
 from rooftop.solution.loader import Language, load_solution
 
 

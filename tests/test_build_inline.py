@@ -10,9 +10,9 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 from conftest import HAS_NVCC
 
-from rooftop.build.backends import trim_compiler_log
 from rooftop.build.inline import compile_check_inline, compile_commands, environment_gap, source_files
 from rooftop.build.jit import cuda_arch_list, jit_env, usable_cores
+from rooftop.build.toolchain import trim_compiler_log
 from rooftop.solution.loader import InlineCall, load_solution
 
 KERNEL = r"""

@@ -25,7 +25,8 @@ LAYERS = [
     ["measure"],
     ["check", "integrity"],
     ["environment"],
-    ["build", "solution", "problem"],
+    ["solution"],  # a solution's languages are those its language backends (build/backends/) recognise
+    ["build", "problem"],
     ["transcripts"],  # agent transcripts of any CLI as one event model
     ["verdict"],
     ["values", "errors", "bytecode", "yamlfile", "config", "plugins"],

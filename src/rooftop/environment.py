@@ -58,7 +58,7 @@ def collect_environment_basics(device: str) -> EnvironmentBasics:
 def collect_environment(device: str, solution: Solution | None = None) -> Environment:
     """The machine and software a verdict was made on (`solution` decides the mode; None: a device
     described before any solution, by the worker that will run them)."""
-    from rooftop.build.backends import nvcc_version
+    from rooftop.build.toolchain import nvcc_version
     from rooftop.score.hardware import lookup
 
     basics = collect_environment_basics(device)

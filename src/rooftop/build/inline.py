@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from rooftop.build.backends import BuildResult, nvcc_path
 from rooftop.build.jit import cuda_arch_list, usable_cores
+from rooftop.build.toolchain import BuildResult, nvcc_path
 
 MARKER = "inline-check.ok"
 # headers load_inline puts in front of the sources (unless no_implicit_headers)

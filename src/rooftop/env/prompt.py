@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from rooftop.build.backends import ordered
 from rooftop.problem.spec import Problem, ProblemSpec, Shape
 
 TOOLS = """\
@@ -257,11 +258,10 @@ def _rules(spec: ProblemSpec) -> list[str]:
 
 
 def _routes(spec: ProblemSpec) -> list[str]:
-    triton = "- Triton: kernels decorated with `@triton.jit`, launched from `forward`."
-    cuda = ("- CUDA C++: sources compiled with `torch.utils.cpp_extension.load_inline(...)` when the file is "
-            "imported. Do not pass `build_directory`: the evaluator chooses the build folder.")
+    """The language backends that offer a route, those of the task's language only when it has one."""
     language = spec.policy.language
-    routes = [triton] if language == "triton" else [cuda] if language == "cuda" else [triton, cuda]
+    routes = [backend.prompt_route for backend in ordered()
+              if backend.prompt_route and language in (None, backend.family)]
     return ["## Kernels", "", "Accepted ways to write the kernels:", "", *routes, ""]
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rooftop.build.backends import family_markers, family_suffixes
 from rooftop.plugins import Registry
 from rooftop.problem.spec import Policy
 
@@ -69,10 +70,10 @@ NATIVE_TORCH_ALLOWED = {"empty", "empty_like", "empty_strided", "zeros", "zeros_
 NATIVE_TENSOR_COMPUTE = re.compile(r"\.(mm|matmul|bmm|addmm|baddbmm|conv\w*|softmax|log_softmax|sum|mean|cumsum|"
                                    r"cumprod|topk|sort|layer_norm|relu|gelu|sigmoid|tanh|exp|max|min|argmax|norm)\s*\(")
 # kernel-to-kernel tasks: what each language's kernels are made with, and what belongs to the other
-TRITON_KERNEL = {"triton.jit", "triton.autotune", "triton.heuristics"}
-CUDA_BUILDERS = {"torch.utils.cpp_extension.load_inline", "torch.utils.cpp_extension.load", "ctypes.CDLL",
-                 "ctypes.cdll.LoadLibrary", "ctypes.PyDLL"}
-NATIVE_SUFFIXES = {".cu", ".cuh", ".cpp", ".cc", ".c", ".h", ".hpp", ".ptx"}
+# (as their language backends name them)
+TRITON_KERNEL = family_markers("triton")
+CUDA_BUILDERS = family_markers("cuda")
+NATIVE_SUFFIXES = family_suffixes("cuda")
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from rooftop.build.cache import cache_root
 from rooftop.errors import UserError
 from rooftop.pipeline.job import Settings
 from rooftop.problem.spec import Problem
-from rooftop.solution.loader import Language, Solution, detect, hash_sources, load_solution
+from rooftop.solution.loader import Solution, detect, hash_sources, load_solution
 
 MAX_SOURCE_BYTES = 4 << 20  # a solution's files together; more is not a kernel but a payload
 
@@ -116,7 +116,7 @@ class SourceSnapshot(BaseModel):
                    files={name: base64.b64encode(data).decode()})
 
     @property
-    def languages(self) -> list[Language]:
+    def languages(self) -> list[str]:
         """As the loader reads them: from the entry file's text and the files' names."""
         entry = base64.b64decode(self.files[self.entry]).decode(errors="replace")
         return detect(entry, [Path(name) for name in self.files])[0]

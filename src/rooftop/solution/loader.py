@@ -13,12 +13,16 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from rooftop.build.backends import SourceScan, ordered, recognise
 from rooftop.errors import SolutionError
 
 SOURCE_SUFFIXES = {".py", ".cu", ".cuh", ".h", ".hpp", ".cpp", ".cc", ".c"}
 
 
 class Language(str, Enum):
+    """The names of the built-in language backends (build/backends/): a solution's languages are the
+    names of the backends that recognise it, these or any other registered."""
+
     pytorch = "pytorch"
     triton = "triton"
     cuda_inline = "cuda_inline"  # torch.utils.cpp_extension.load_inline with cuda_sources
@@ -26,12 +30,9 @@ class Language(str, Enum):
     cuda_nvcc = "cuda_nvcc"  # standalone .cu files built with nvcc, loaded with ctypes
 
 
-# what only compiles and so is worth a build worker's time; anything else is built at load
-COMPILED = {Language.cuda_inline, Language.cpp_inline, Language.cuda_nvcc}
-
-
-def needs_build(languages: Iterable[Language]) -> bool:
-    return bool(COMPILED & set(languages))
+def needs_build(languages: Iterable[str]) -> bool:
+    """Whether one of them only compiles, and so is worth a build worker's time (else built at load)."""
+    return any(backend.compiled for backend in ordered(languages))
 
 
 class InlineCall(BaseModel):
@@ -67,19 +68,18 @@ class Solution(BaseModel):
     entry: Path
     files: list[Path]
     source_hash: str
-    languages: list[Language]
+    languages: list[str]  # the names of its language backends, in their rank order
     inline: InlineSources = InlineSources()
 
     @property
     def needs_cuda(self) -> bool:
-        return bool({Language.cuda_inline, Language.cuda_nvcc} & set(self.languages))
+        """Whether one of its languages runs only on a GPU."""
+        return any(backend.needs_gpu for backend in ordered(self.languages))
 
     @property
     def runtime_modules(self) -> list[str]:
         """The modules its languages import when it loads (started early, they cost no wait)."""
-        modules = {Language.triton: "triton", Language.cuda_inline: "torch.utils.cpp_extension",
-                   Language.cpp_inline: "torch.utils.cpp_extension"}
-        return sorted({modules[language] for language in self.languages if language in modules})
+        return sorted({module for backend in ordered(self.languages) for module in backend.runtime_modules})
 
     @property
     def cu_files(self) -> list[Path]:
@@ -124,24 +124,18 @@ def load_solution(path: str | Path) -> Solution:
                     source_hash=source_hash, languages=languages, inline=inline)
 
 
-def detect(source: str, files: list[Path]) -> tuple[list[Language], InlineSources]:
+def detect(source: str, files: list[Path]) -> tuple[list[str], InlineSources]:
     """The languages and load_inline sources of a solution, read from its entry file's text and its
-    files' names alone (nothing is imported or written)."""
+    files' names alone (nothing is imported or written): each language backend says whether it
+    recognises its own."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         # reported by the static gate with its line; the kinds are unknown
-        return [Language.pytorch], InlineSources(resolved=False)
-    found: list[Language] = []
-    imports = _imported_modules(tree)
-    if any(m == "triton" or m.startswith("triton.") for m in imports):
-        found.append(Language.triton)
+        return recognise(None), InlineSources(resolved=False)
     inline = _inline_sources(tree)
-    if inline is not None:
-        found.append(Language.cuda_inline if inline.cuda or not inline.resolved else Language.cpp_inline)
-    if any(f.suffix == ".cu" for f in files):
-        found.append(Language.cuda_nvcc)
-    return found or [Language.pytorch], inline or InlineSources()
+    scan = SourceScan(imports=frozenset(_imported_modules(tree)), files=tuple(files), inline=inline)
+    return recognise(scan), inline or InlineSources()
 
 
 def _imported_modules(tree: ast.Module) -> set[str]:

@@ -43,59 +43,32 @@ def _libraries(folder: Path) -> dict[Path, int]:
 
 
 def _compile_native(job: EvalJob, folder: Path) -> bool:
-    """nvcc for .cu files; on a machine without a GPU, a compile check and then `needs_gpu`."""
-    from rooftop.build.backends import build_standalone, nvcc_path, trim_compiler_log
+    """Each language backend builds what the import needs (nvcc for .cu files); on a machine without
+    a GPU, each compile-checks what only a GPU would run, and then `needs_gpu`."""
+    from rooftop.build.backends import BuildRequest, ordered
+    from rooftop.build.toolchain import nvcc_path
 
-    solution, capability = job.solution, target_capability(job)
-    cached = True
-    if solution.cu_files and (job.device == "cuda" or nvcc_path() is not None):
-        result = build_standalone(solution.cu_files, folder, capability, job.build_timeout)
-        if not result.ok:
-            raise GateFailed(Status.compile_error, "nvcc failed:\n" + trim_compiler_log(result.log))
-        cached = result.cached
+    solution = job.solution
+    request = BuildRequest(files=solution.files, inline=solution.inline, folder=folder,
+                           capability=target_capability(job), device=job.device, timeout=job.build_timeout)
+    backends = ordered(solution.languages)
+    cached = all([backend.build(request) is not False for backend in backends])  # every one builds
     if job.device != "cpu" or not solution.needs_cuda:
         return cached
     messages = []
     if nvcc_path() is None:
         messages.append("nvcc is not installed here, so its CUDA code was not compile-checked")
     else:
-        inline_messages, inline_cached = _check_inline(job, folder, capability)
-        messages += inline_messages
-        cached = cached and inline_cached
-    if solution.cu_files and nvcc_path() is not None:
-        messages.append("its .cu files compile with nvcc")
+        for backend in backends:
+            checked = backend.check_without_gpu(request)
+            messages += checked.notes
+            cached = cached and checked.cached
     raise GateFailed(Status.needs_gpu, "this solution uses CUDA and this machine has no GPU: "
                      + "; ".join(messages) + "; run it on a GPU for a verdict", cached=cached)
 
 
-def _check_inline(job: EvalJob, folder: Path, capability: tuple[int, int] | None) -> tuple[list[str], bool]:
-    """Compile-check the load_inline calls the static scan could read, with torch's flags for the
-    target GPU (build/inline.py); what it says, and whether an earlier check already passed."""
-    from rooftop.build.backends import trim_compiler_log
-    from rooftop.build.inline import compile_check_inline
-    from rooftop.build.jit import cuda_arch_list
-
-    inline = job.solution.inline
-    calls = [call for call in inline.calls if call.cuda and call.resolved]
-    messages, cached = [], True
-    if calls:
-        result = compile_check_inline(calls, folder, capability, job.build_timeout)
-        cached = result.cached
-        if not result.ok:
-            raise GateFailed(Status.compile_error, "the load_inline sources fail to build (checked as torch "
-                             f"builds them on the GPU):\n{trim_compiler_log(result.log)}")
-        if result.unchecked:
-            messages.append(f"its load_inline sources could not be compile-checked here: {result.unchecked}")
-        else:
-            messages.append(f"its load_inline CUDA source compiles with nvcc for sm_"
-                            f"{cuda_arch_list(capability).replace('.', '')} and its binding with the host compiler")
-    if not inline.resolved or any(call.cuda and not call.resolved for call in inline.calls):
-        messages.append("some of its load_inline sources or flags are made at run time and were not compile-checked")
-    return messages, cached
-
-
 def _import_solution(job: EvalJob) -> ModuleType:
-    from rooftop.build.backends import trim_compiler_log
+    from rooftop.build.toolchain import trim_compiler_log
 
     try:
         return import_file(job.solution.entry, "rooftop_solution", keep_path=True)
@@ -114,9 +87,9 @@ def prepare_build_folder(job: EvalJob) -> Path:
     device and its architecture, and the compiler (nvcc's binary, named by its size and time)."""
     import torch
 
-    from rooftop.build.backends import nvcc_path
     from rooftop.build.cache import build_dir
     from rooftop.build.jit import jit_env
+    from rooftop.build.toolchain import nvcc_path
 
     key = f"torch{torch.__version__}-cu{torch.version.cuda or 'none'}-{job.device}"
     capability = target_capability(job)

@@ -1,7 +1,8 @@
-"""Compilers the build gate drives: nvcc for standalone .cu files, and the compiler logs it reports.
+"""The compiler every CUDA backend shares: where nvcc is, its version and architecture flag, what a
+build returns, and the compiler log a failed build reports.
 
-`load_inline` builds happen inside the evaluation child when the solution module is imported,
-with the settings in build/jit.py; on a machine without a GPU build/inline.py compile-checks them.
+Each language's own build lives with its backend (build/backends/); `load_inline` builds happen
+inside the evaluation child when the solution module is imported, with the settings in build/jit.py.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,29 +50,6 @@ def nvcc_version() -> str | None:
 def arch_flag(capability: tuple[int, int] | None) -> str:
     """`-arch=sm_XY`, with the 'a' suffix on Hopper and later so wgmma/TMA code builds."""
     return "-arch=sm_" + cuda_arch_list(capability).replace(".", "")
-
-
-def build_standalone(cu_files: list[Path], out_dir: Path, capability: tuple[int, int] | None,
-                     timeout: float) -> BuildResult:
-    """nvcc each `name.cu` into `out_dir/name.so`; skipped when the folder already holds it."""
-    started = time.monotonic()
-    targets = [out_dir / f"{f.stem}.so" for f in cu_files]
-    if all(t.exists() for t in targets):
-        return BuildResult(ok=True, cached=True)
-    nvcc = nvcc_path()
-    if nvcc is None:
-        return BuildResult(ok=False, log="nvcc was not found (needed for standalone .cu files)")
-    logs = []
-    for src, target in zip(cu_files, targets):
-        tmp = target.with_suffix(".so.tmp")
-        cmd = [nvcc, "-O3", "-std=c++17", arch_flag(capability), "-shared", "-Xcompiler", "-fPIC",
-               "-I", str(src.parent), str(src), "-o", str(tmp)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=src.parent)
-        logs.append(proc.stdout + proc.stderr)
-        if proc.returncode != 0:
-            return BuildResult(ok=False, seconds=time.monotonic() - started, log="\n".join(logs))
-        tmp.rename(target)  # atomic: a half-written .so is never mistaken for a cached build
-    return BuildResult(ok=True, seconds=time.monotonic() - started, log="\n".join(logs))
 
 
 def trim_compiler_log(log: str, max_errors: int = 3, context: int = 2, max_chars: int = 2000) -> str:
