@@ -73,7 +73,7 @@ NATIVE_TENSOR_COMPUTE = re.compile(r"\.(mm|matmul|bmm|addmm|baddbmm|conv\w*|soft
 # (as their language backends name them)
 TRITON_KERNEL = family_markers("triton")
 CUDA_BUILDERS = family_markers("cuda")
-NATIVE_SUFFIXES = family_suffixes("cuda")
+NATIVE_SUFFIXES = family_suffixes("cuda") | {".ptx"}  # PTX too, which no solution folder carries
 
 
 @dataclass(frozen=True)

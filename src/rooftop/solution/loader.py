@@ -16,7 +16,13 @@ from pydantic import BaseModel, ConfigDict
 from rooftop.build.backends import SourceScan, ordered, recognise
 from rooftop.errors import SolutionError
 
-SOURCE_SUFFIXES = {".py", ".cu", ".cuh", ".h", ".hpp", ".cpp", ".cc", ".c"}
+
+def source_suffixes() -> set[str]:
+    """The files a solution folder carries: its Python and its language backends' sources."""
+    return {".py"} | {suffix for backend in ordered() for suffix in backend.source_suffixes}
+
+
+SOURCE_SUFFIXES = source_suffixes()
 
 
 class Language(str, Enum):
@@ -108,7 +114,8 @@ def load_solution(path: str | Path) -> Solution:
         entry = path / "solution.py"
         if not entry.is_file():
             raise SolutionError(f"{path}: a solution folder must contain solution.py")
-        files = sorted(f for f in path.rglob("*") if f.is_file() and f.suffix in SOURCE_SUFFIXES
+        suffixes = source_suffixes()
+        files = sorted(f for f in path.rglob("*") if f.is_file() and f.suffix in suffixes
                        and "__pycache__" not in f.parts)
     elif path.is_file():
         if path.suffix != ".py":

@@ -40,7 +40,7 @@ class CudaNvcc(Backend):
     name, rank, family = "cuda_nvcc", 4, "cuda"
     compiled, needs_gpu = True, True
     kernel_markers = frozenset({"ctypes.CDLL", "ctypes.cdll.LoadLibrary", "ctypes.PyDLL"})
-    source_suffixes = frozenset({".cu", ".cuh", ".cpp", ".cc", ".c", ".h", ".hpp", ".ptx"})
+    source_suffixes = frozenset({".cu", ".cuh", ".cpp", ".cc", ".c", ".h", ".hpp"})
 
     def recognise(self, scan: SourceScan) -> bool:
         return any(f.suffix == ".cu" for f in scan.files)
