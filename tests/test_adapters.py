@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 
 import rooftop.agents.adapters as adapters
-from rooftop.agents.adapters import Adapter, Launch, Usage, adapter, adapter_names
+from rooftop.agents.adapters import Adapter, Launch, adapter, adapter_names
 from rooftop.agents.adapters.command import program
 from rooftop.errors import UserError
+from rooftop.transcripts.usage import Usage
 
 FAKES = Path(__file__).parent / "fakes" / "agents"
 NAMES = ("claude", "codex", "opencode", "kimi", "cursor", "gemini", "command")

@@ -21,9 +21,9 @@ from rooftop.agents.transcript import (
     MessageEvent,
     ResultEvent,
     StartEvent,
-    TokenUsage,
     read_transcript,
 )
+from rooftop.transcripts.usage import Usage
 from tests.fakes.openai_server import Reply, ScriptedLLM, ToolCall
 
 PROMPT = "# Task\nWrite ModelNew for a softmax.\n"
@@ -262,9 +262,9 @@ def test_usage_reads_cached_and_reasoning_tokens() -> None:
         "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "hi"}}],
         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15,
                   "prompt_tokens_details": {"cached_tokens": 4}, "completion_tokens_details": {"reasoning_tokens": 3}}})
-    assert llm.usage_of(response) == TokenUsage(input_tokens=10, output_tokens=5, cache_read_tokens=4,
-                                                reasoning_tokens=3)
-    total = TokenUsage(input_tokens=1, output_tokens=1) + llm.usage_of(response)
+    assert llm.usage_of(response) == Usage(input_tokens=10, output_tokens=5, cache_read_tokens=4,
+                                           reasoning_tokens=3)
+    total = Usage(input_tokens=1, output_tokens=1) + llm.usage_of(response)
     assert (total.input_tokens, total.cache_read_tokens, total.reasoning_tokens) == (11, 4, 3)
 
 
@@ -287,7 +287,7 @@ def test_missing_prompt_exits_2(tmp_path: Path) -> None:
 def test_read_transcript_drops_a_cut_last_line(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     start = StartEvent(version="1", model="m", tools=["finish"], max_turns=2).model_dump_json()
-    call = MessageEvent(role="assistant", usage=TokenUsage(input_tokens=5, output_tokens=2)).model_dump_json()
+    call = MessageEvent(role="assistant", usage=Usage(input_tokens=5, output_tokens=2)).model_dump_json()
     path.write_text(f"{start}\n{call}\n{call}\n{call[:20]}")
     events = read_transcript(path)
     assert [e.type for e in events] == ["start", "message", "message"]
@@ -318,8 +318,8 @@ def test_adapter_launch_and_version(tmp_path: Path) -> None:
 def test_adapter_usage_from_result_and_from_a_killed_run(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     start = StartEvent(version="1", model="m", tools=["finish"], max_turns=2).model_dump_json()
-    call = MessageEvent(role="assistant", usage=TokenUsage(input_tokens=5, output_tokens=2,
-                                                           cache_read_tokens=1)).model_dump_json()
+    call = MessageEvent(role="assistant", usage=Usage(input_tokens=5, output_tokens=2,
+                                                      cache_read_tokens=1)).model_dump_json()
     tool = MessageEvent(role="tool", content="ok", tool_call_id="c").model_dump_json()
     result = ResultEvent(finished=True, reason="finish", turns=2, input_tokens=10, output_tokens=4,
                          cache_read_tokens=2, wall_s=1.0).model_dump_json()

@@ -23,8 +23,9 @@ import pytest
 
 from rooftop.transcripts.detect import choose, detect, load, parse_file
 from rooftop.transcripts.diffs import COMPUTED, paths
-from rooftop.transcripts.events import Session, TokenUsage
-from rooftop.transcripts.parsers import kimi, registry
+from rooftop.transcripts.events import Session
+from rooftop.transcripts.parsers import codex_exec, kimi, registry
+from rooftop.transcripts.usage import Usage
 from rooftop.viewer.pages import Turns, model_calls
 
 VARIABLE = "ROOFTOP_TRANSCRIPT_FIXTURES"
@@ -71,10 +72,10 @@ def write(path: Path, *records: Any, tail: str = "") -> Path:
     return path
 
 
-def added(usages: Any) -> TokenUsage:
-    out = TokenUsage()
+def added(usages: Any) -> Usage:
+    out = Usage()
     for usage in usages:
-        out = out.add(usage)
+        out = out + usage
     return out
 
 
@@ -103,10 +104,10 @@ def test_fixture_is_detected_and_every_record_accounted_for(path):
     assert [e.index for e in session.events] == list(range(len(session.events)))
 
 
-def _anthropic(usage: dict[str, Any]) -> TokenUsage:
+def _anthropic(usage: dict[str, Any]) -> Usage:
     read, write_ = usage.get("cache_read_input_tokens", 0), usage.get("cache_creation_input_tokens", 0)
-    return TokenUsage(input=usage["input_tokens"] + read + write_, output=usage["output_tokens"], cache_read=read,
-                      cache_write=write_)
+    return Usage(input_tokens=usage["input_tokens"] + read + write_, output_tokens=usage["output_tokens"],
+                 cache_read_tokens=read, cache_write_tokens=write_)
 
 
 @needs_fixtures
@@ -117,17 +118,19 @@ def test_claude_usage_is_the_result_lines(name):
     result = json_lines(path)[-1]
     session = load(path)
     models = result["modelUsage"].values()
-    assert session.usage == TokenUsage(
-        input=sum(m["inputTokens"] + m["cacheReadInputTokens"] + m["cacheCreationInputTokens"] for m in models),
-        output=sum(m["outputTokens"] for m in models), cache_read=sum(m["cacheReadInputTokens"] for m in models),
-        cache_write=sum(m["cacheCreationInputTokens"] for m in models))
+    assert session.usage == Usage(
+        input_tokens=sum(m["inputTokens"] + m["cacheReadInputTokens"] + m["cacheCreationInputTokens"] for m in models),
+        output_tokens=sum(m["outputTokens"] for m in models),
+        cache_read_tokens=sum(m["cacheReadInputTokens"] for m in models),
+        cache_write_tokens=sum(m["cacheCreationInputTokens"] for m in models))
     assert session.cost_usd == result["total_cost_usd"] and session.completed is True
     assert session.duration_s == result["duration_ms"] / 1000 and session.final_text == result["result"]
     # result.usage is the main thread's: what its messages say, once per message id
     main = {r["message"]["id"]: r["message"]["usage"] for r in json_lines(path)
             if r["type"] == "assistant" and not r.get("parent_tool_use_id")}
     counted = added(e.usage for e in session.events if e.usage and not e.sidechain)
-    assert counted.input == _anthropic(result["usage"]).input == sum(_anthropic(u).input for u in main.values())
+    assert (counted.input_tokens == _anthropic(result["usage"]).input_tokens
+            == sum(_anthropic(u).input_tokens for u in main.values()))
 
 
 @needs_fixtures
@@ -171,9 +174,9 @@ def test_claude_native_usage_once_per_message_id():
     assert all(e.sidechain for e in side.events)
 
 
-def _codex(usage: dict[str, Any]) -> TokenUsage:
-    return TokenUsage(input=usage["input_tokens"], output=usage["output_tokens"],
-                      cache_read=usage["cached_input_tokens"], reasoning=usage.get("reasoning_output_tokens"))
+def _codex(usage: dict[str, Any]) -> Usage:
+    return Usage(input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"],
+                 cache_read_tokens=usage["cached_input_tokens"], reasoning_tokens=usage.get("reasoning_output_tokens"))
 
 
 @needs_fixtures
@@ -192,11 +195,11 @@ def test_codex_rollout_usage_counts_every_call_once_across_restarts_of_the_total
                     for a, b in moves)
     assert went_back is resumed
     calls = added(e.usage for e in session.events if e.usage)
-    assert calls.output == sum(u["output_tokens"] for u in changes)
+    assert calls.output_tokens == sum(u["output_tokens"] for u in changes)
     last = _codex(infos[-1]["total_token_usage"])
     if resumed:  # the last total is only the latest process's: the session's usage is every call's
         assert session.usage == added(_codex(u) for u in changes)
-        assert session.usage.input > last.input and session.usage.output > last.output
+        assert session.usage.input_tokens > last.input_tokens and session.usage.output_tokens > last.output_tokens
     else:
         assert session.usage == last
     assert session.model and session.model.startswith("gpt-") and session.agent == "codex 0.77.0 (codex_cli_rs)"
@@ -231,9 +234,9 @@ def test_codex_exec_usage_sums_the_turns(name):
     path = fixture(name)
     turns = [r["usage"] for r in json_lines(path) if r["type"] == "turn.completed"]
     session = load(path)
-    assert session.usage == TokenUsage(input=sum(u["input_tokens"] for u in turns),
-                                       output=sum(u["output_tokens"] for u in turns),
-                                       cache_read=sum(u["cached_input_tokens"] for u in turns))
+    assert session.usage == Usage(input_tokens=sum(u["input_tokens"] for u in turns),
+                                  output_tokens=sum(u["output_tokens"] for u in turns),
+                                  cache_read_tokens=sum(u["cached_input_tokens"] for u in turns))
     failed = json_lines(path)[-1]["type"] == "error"
     assert session.completed is (not failed)
 
@@ -270,9 +273,10 @@ def test_opencode_usage_sums_the_steps(name):
     session = load(path)
     read = sum(s["tokens"]["cache"]["read"] for s in steps)
     write_ = sum(s["tokens"]["cache"]["write"] for s in steps)
-    assert session.usage == TokenUsage(input=sum(s["tokens"]["input"] for s in steps) + read + write_,
-                                       output=sum(s["tokens"]["output"] for s in steps), cache_read=read,
-                                       cache_write=write_, reasoning=sum(s["tokens"]["reasoning"] for s in steps))
+    assert session.usage == Usage(input_tokens=sum(s["tokens"]["input"] for s in steps) + read + write_,
+                                  output_tokens=sum(s["tokens"]["output"] for s in steps), cache_read_tokens=read,
+                                  cache_write_tokens=write_,
+                                  reasoning_tokens=sum(s["tokens"]["reasoning"] for s in steps))
     assert session.cost_usd == pytest.approx(sum(s["cost"] for s in steps))
     charged = [e for e in session.events if e.usage]  # each step's tokens once, on its last assistant event
     assert added(e.usage for e in charged) == session.usage and charged[0].role == "assistant"
@@ -311,10 +315,10 @@ def test_kimi_usage_comes_from_its_wire_log():
     steps = {r["message"]["payload"]["message_id"]: r["message"]["payload"]["token_usage"] for r in json_lines(wire)
              if r.get("message", {}).get("type") == "StatusUpdate"}
     read = sum(u["input_cache_read"] for u in steps.values())
-    expected = TokenUsage(input=sum(u["input_other"] + u["input_cache_read"] + u["input_cache_creation"]
-                                    for u in steps.values()),
-                          output=sum(u["output"] for u in steps.values()), cache_read=read,
-                          cache_write=sum(u["input_cache_creation"] for u in steps.values()))
+    expected = Usage(input_tokens=sum(u["input_other"] + u["input_cache_read"] + u["input_cache_creation"]
+                                      for u in steps.values()),
+                     output_tokens=sum(u["output"] for u in steps.values()), cache_read_tokens=read,
+                     cache_write_tokens=sum(u["input_cache_creation"] for u in steps.values()))
     alone = load(wire)
     assert alone.usage == expected == added(e.usage for e in alone.events if e.usage)
     assert all(e.role == "assistant" for e in alone.events if e.usage)
@@ -322,7 +326,7 @@ def test_kimi_usage_comes_from_its_wire_log():
     assert together.usage == expected and load(context).usage == expected  # the sibling wire log is found
     assistant = [e for e in together.events if e.role == "assistant"]
     assert all(e.usage for e in assistant) and len(assistant) == len(steps)
-    assert parse_file(context).usage == TokenUsage()  # alone, the context file has none
+    assert parse_file(context).usage == Usage()  # alone, the context file has none
     edits = [c for e in together.events for c in e.tool_calls if c.name in ("StrReplaceFile", "WriteFile")]
     assert len(edits) == 24 and all(c.diff and c.file_path for c in edits)
     assert any(e.reasoning for e in assistant) and sum(1 for e in together.events if e.role == "user") == 12
@@ -354,8 +358,8 @@ def test_a_cut_off_last_line_is_a_problem_and_the_rest_stands(tmp_path):
                  tail='{"type":"result","subtype":"succ')
     session = load(path)
     assert [p.line for p in session.problems] == [3] and "cut off" in session.problems[0].message
-    assert session.completed is False and session.usage == TokenUsage(input=115, output=7, cache_read=100,
-                                                                      cache_write=10)
+    assert session.completed is False and session.usage == Usage(input_tokens=115, output_tokens=7,
+                                                                 cache_read_tokens=100, cache_write_tokens=10)
 
 
 def test_unknown_records_are_kept_raw(tmp_path):
@@ -418,7 +422,8 @@ def test_claude_subagent_lines_from_a_constructed_stream(tmp_path):
     assert session.events[1].tool_calls[0].subagent
     assert (session.events[2].parent, session.events[2].sidechain) == ("ag1", False)
     assert (session.events[3].parent, session.events[3].sidechain) == ("ag1", True)
-    assert session.usage == TokenUsage(input=230, output=14, cache_read=200, cache_write=20)  # two ids, once each
+    # two ids, once each
+    assert session.usage == Usage(input_tokens=230, output_tokens=14, cache_read_tokens=200, cache_write_tokens=20)
 
 
 def test_legacy_shell_apply_patch_gives_a_diff(tmp_path):
@@ -446,7 +451,7 @@ def test_rooftop_own_transcript(tmp_path):
     writer.emit(written.MessageEvent(role="user", content=PROMPT))
     for n, code in enumerate(["x = 1\n", "x = 2\n"]):
         call = written.ToolCallRecord(id=f"c{n}", name="run_kernel", arguments=json.dumps({"code": code}))
-        usage = written.TokenUsage(input_tokens=100, output_tokens=10, cache_read_tokens=50)
+        usage = Usage(input_tokens=100, output_tokens=10, cache_read_tokens=50)
         writer.emit(written.MessageEvent(role="assistant", reasoning="think", tool_calls=[call], usage=usage))
         writer.emit(written.MessageEvent(role="tool", tool_call_id=f"c{n}", content="bench: ok"))
     writer.emit(written.ErrorEvent(message="rate limited", fatal=False, status=429))
@@ -458,14 +463,14 @@ def test_rooftop_own_transcript(tmp_path):
     assert session.format == "rooftop" and session.model == "qwen" and session.agent == "rooftop 0.1.0"
     assert [e.role for e in session.events] == ["system", "system", "user", "assistant", "tool", "assistant", "tool",
                                                 "error", "result"]
-    assert session.usage == TokenUsage(input=200, output=20, cache_read=100) and session.completed
+    assert session.usage == Usage(input_tokens=200, output_tokens=20, cache_read_tokens=100) and session.completed
     first, second = (c for e in session.events for c in e.tool_calls)
     assert first.diff == "--- /dev/null\n+++ b/solution.py\n@@ -0,0 +1 @@\n+x = 1\n"
     assert second.diff == f"--- a/solution.py{LABEL}\n+++ b/solution.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
     assert session.duration_s == 3.5 and session.events[7].kind == "error.retried"
     cut = write(tmp_path / "cut.jsonl", *out.getvalue().splitlines()[:5], tail='{"type":"mess')
     killed = load(cut)
-    assert killed.completed is False and killed.usage == TokenUsage(input=100, output=10, cache_read=50)
+    assert killed.completed is False and killed.usage == Usage(input_tokens=100, output_tokens=10, cache_read_tokens=50)
 
 
 def test_cursor_stream(tmp_path):
@@ -493,7 +498,8 @@ def test_cursor_stream(tmp_path):
                   **base})
     assert detect(path) == "cursor"
     session = load(path)
-    assert session.usage == TokenUsage(input=405, output=20, cache_read=300, cache_write=5) and session.completed
+    assert session.usage == Usage(input_tokens=405, output_tokens=20, cache_read_tokens=300, cache_write_tokens=5)
+    assert session.completed
     thinking = [e for e in session.events if e.kind == "thinking"]
     assert [(e.line, e.reasoning) for e in thinking] == [(3, "let me look")]
     edit = next(c for e in session.events for c in e.tool_calls if c.name == "edit")
@@ -517,7 +523,7 @@ def test_gemini_stream(tmp_path):
                   "output_tokens": 100, "cached": 800, "input": 400, "duration_ms": 5000, "tool_calls": 2}, **at})
     assert detect(path) == "gemini"
     session = load(path)
-    assert session.usage == TokenUsage(input=1200, output=100, cache_read=800) and session.completed
+    assert session.usage == Usage(input_tokens=1200, output_tokens=100, cache_read_tokens=800) and session.completed
     assert [e.text for e in session.events if e.role == "assistant" and e.text] == ["Writing."]
     assert session.events[2].line == 3 and len(session.events) == 7  # the two fragments are one event
     (created,) = [c for e in session.events for c in e.tool_calls]
@@ -597,8 +603,8 @@ def test_fake_claude_stream(workspace, tmp_path):
     assert choice is not None and choice.format == "claude" and choice.path.name == "transcript.jsonl"
     session = load(run)
     calls = 4  # edit, ./check, ./bench, the answer
-    assert session.usage == TokenUsage(input=calls * 1105, output=calls * 40, cache_read=calls * 1000,
-                                       cache_write=calls * 100)
+    assert session.usage == Usage(input_tokens=calls * 1105, output_tokens=calls * 40, cache_read_tokens=calls * 1000,
+                                  cache_write_tokens=calls * 100)
     assert added(e.usage for e in session.events if e.usage) == session.usage  # once per message id
     assert session.completed and session.cost_usd == 0.004 and session.final_text == "Done."
     (edit,) = [c for e in session.events for c in e.tool_calls if c.name == "Edit"]
@@ -617,12 +623,12 @@ def test_fake_codex_run_folder_prefers_its_rollout(workspace, tmp_path):
     (run / rollout.name).write_bytes(rollout.read_bytes())
     stream = parse_file(run / "transcript.jsonl")
     assert stream.format == "codex_exec" and stream.completed
-    assert stream.usage == TokenUsage(input=4000, output=200, cache_read=3200)
+    assert stream.usage == Usage(input_tokens=4000, output_tokens=200, cache_read_tokens=3200)
     choice = choose(run)
     assert choice is not None and choice.format == "codex_rollout" and choice.path.name == rollout.name
     session = load(run)
     assert session.format == "codex_rollout" and session.model == "honest" and session.session_id == stream.session_id
-    assert session.usage == TokenUsage(input=4000, output=200, cache_read=3200, reasoning=40)
+    assert session.usage == Usage(input_tokens=4000, output_tokens=200, cache_read_tokens=3200, reasoning_tokens=40)
     (patch,) = [c for e in session.events for c in e.tool_calls if c.name == "apply_patch"]
     assert patch.file_path == "solution.py" and "+# tuned" in (patch.diff or "")
     assert session.completed is True and [e.text for e in session.events if e.role == "user"] == [PROMPT]
@@ -641,7 +647,7 @@ def test_kimi_run_folder_reads_context_and_wire(tmp_path):
     assert choice is not None and choice.path.name == "context.jsonl"
     assert [p.name for p in choice.extra] == ["wire.jsonl"]
     session = load(run)
-    assert session.usage == TokenUsage(input=100, output=5, cache_read=90, cache_write=0)
+    assert session.usage == Usage(input_tokens=100, output_tokens=5, cache_read_tokens=90, cache_write_tokens=0)
     assert [(e.role, e.text, e.reasoning) for e in session.events if e.role in ("user", "assistant")] == [
         ("user", "go", None), ("assistant", "done", "hm")]
 
@@ -659,13 +665,12 @@ def test_a_resumed_codex_rollout_counts_both_processes(tmp_path):
     path = write(tmp_path / "rollout.jsonl", meta, count(100, 10, 100, 10), count(100, 10, 100, 10),
                  count(250, 30, 150, 20), count(200, 30, 200, 30))
     session = load(path)
-    assert (session.usage.input, session.usage.output) == (450, 60)
-    from rooftop.agents.adapters.codex import rollout_usage
-    usage = rollout_usage(path)
+    assert (session.usage.input_tokens, session.usage.output_tokens) == (450, 60)
+    usage = codex_exec.run_usage(tmp_path / "no-stream.jsonl", [path])
     assert usage is not None and (usage.input_tokens, usage.output_tokens, usage.turns) == (450, 60, 3)
     # without a restart the last total stands
     plain = write(tmp_path / "plain.jsonl", meta, count(100, 10, 100, 10), count(250, 30, 150, 20))
-    assert (load(plain).usage.input, load(plain).usage.output) == (250, 30)
+    assert (load(plain).usage.input_tokens, load(plain).usage.output_tokens) == (250, 30)
 
 
 def test_codex_0_171_rollout_records_are_read_not_kept_raw(tmp_path):
@@ -726,7 +731,8 @@ def test_codex_0_171_rollout_records_are_read_not_kept_raw(tmp_path):
     session = load(path)
     assert not [e for e in session.events if e.role == "raw"] and not session.problems
     assert accounted(session) == set(range(1, 22))
-    assert session.usage == TokenUsage(input=3000, output=150, cache_read=0, cache_write=None, reasoning=0)
+    assert session.usage == Usage(input_tokens=3000, output_tokens=150, cache_read_tokens=0, cache_write_tokens=None,
+                                  reasoning_tokens=0)
     assert session.model == "gpt-5.5" and session.completed is True
     # the human's prompt is the one user event; the injected environment is context
     assert [e.text for e in session.events if e.role == "user"] == [prompt]
@@ -759,8 +765,8 @@ def test_claude_native_2_1_3xx_request_records_are_bookkeeping(tmp_path):
     texts = {e.kind: e.text for e in session.events if e.role == "system"}
     assert texts["api-request"] == "claude-sonnet-4-5" and texts["tools-used"] == "Read, Write"
     assert texts["api-request-blob"] is None and texts["api-request-shape"] is None
-    assert session.cost_usd == 0.015 and session.usage == TokenUsage(input=1000, output=50, cache_read=None,
-                                                                       cache_write=None)
+    assert session.cost_usd == 0.015 and session.usage == Usage(input_tokens=1000, output_tokens=50,
+                                                                cache_read_tokens=None, cache_write_tokens=None)
 
 
 def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
@@ -959,7 +965,7 @@ def test_the_gemini_cli_s_own_chat_record_is_read(tmp_path):
     assert session.events[2].tool_result.content == "wrote 1 line"
     assert session.events[3].tool_result.is_error and session.events[3].tool_result.content == "exit 1"
     # thoughts are billed as output and counted apart from it: the output counts both
-    assert session.usage == TokenUsage(input=2600, output=68, cache_read=2200, reasoning=25)
+    assert session.usage == Usage(input_tokens=2600, output_tokens=68, cache_read_tokens=2200, reasoning_tokens=25)
     assert session.model == "gemini-2.5-pro" and session.duration_s == 90 and session.final_text == "done"
     assert session.completed is None and session.session_id == "f86f"
     # beside a run's transcript, under agent_files/, it is found as .json
@@ -1064,12 +1070,13 @@ def test_kimi_usage_goes_to_the_step_that_made_each_message_s_calls_and_subagent
         *step(1, ["s1"], 1000, 100, task="t1"), *step(2, [], 2000, 200, task="t1"),
         *step(3, ["c3"], 300, 30), *step(4, [], 400, 40)])
     session = load(tmp_path / "context.jsonl")
-    main = [(e.text or e.tool_calls[0].id, e.usage.input if e.usage else None)
+    main = [(e.text or e.tool_calls[0].id, e.usage.input_tokens if e.usage else None)
             for e in session.events if e.role == "assistant" and not e.sidechain]
     assert main == [("c1", 100), ("c3", 300), ("done", 400)]
-    sub = [e.usage.input for e in session.events if e.role == "assistant" and e.sidechain and e.usage]
+    sub = [e.usage.input_tokens for e in session.events if e.role == "assistant" and e.sidechain and e.usage]
     assert sub == [1000, 2000]
-    assert (session.usage.input, session.usage.output) == (4000, 400)  # every step, the subagent's included
+    # every step, the subagent's included
+    assert (session.usage.input_tokens, session.usage.output_tokens) == (4000, 400)
     assert model_calls(session) == Turns(3, 2)
 
 
@@ -1087,7 +1094,7 @@ def test_the_gemini_cli_s_chat_record_as_json_lines_is_read(tmp_path):
     assert session.format == "gemini_native" and not [e for e in session.events if e.role == "raw"]
     assert [e.role for e in session.events] == ["system", "user", "assistant"]
     assert session.events[1].line == 4 and session.events[1].text == "connect"
-    assert session.usage.input == 900 and session.duration_s == 205.591 and session.session_id == "e435"
+    assert session.usage.input_tokens == 900 and session.duration_s == 205.591 and session.session_id == "e435"
 
 
 def test_gemini_messages_written_through_set_lines_are_read_once_each(tmp_path):
@@ -1104,5 +1111,5 @@ def test_gemini_messages_written_through_set_lines_are_read_once_each(tmp_path):
                                                             "lastUpdated": "2026-08-16T07:02:50.000Z"}}]
     session = load(_write_jsonl(tmp_path / "session.jsonl", lines))
     assert [(e.role, e.text) for e in session.events] == [("user", "set up"), ("assistant", "ready")]
-    assert session.usage.output == 12 and session.usage.reasoning == 7  # thoughts are output too
+    assert session.usage.output_tokens == 12 and session.usage.reasoning_tokens == 7  # thoughts are output too
     assert session.started_at is not None and session.started_at.second == 1

@@ -178,8 +178,8 @@ def test_a_message_split_over_lines_counts_its_last_line_s_usage_once(tmp_path):
              block({"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "./check"}}, 197)]
     session = load(_jsonl(tmp_path / "native.jsonl", lines))
     charged = [e.usage for e in session.events if e.usage is not None]
-    assert len(charged) == 1 and charged[0].output == 197 and charged[0].input == 104
-    assert session.usage.output == 197
+    assert len(charged) == 1 and charged[0].output_tokens == 197 and charged[0].input_tokens == 104
+    assert session.usage.output_tokens == 197
 
 
 def test_a_json_document_of_no_known_format_is_not_read_as_plain_text(tmp_path):

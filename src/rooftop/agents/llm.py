@@ -29,14 +29,15 @@ from typing import Any, Literal, NoReturn
 import openai
 
 from rooftop.agents.transcript import (
+    WRITTEN,
     ErrorEvent,
     MessageEvent,
     ResultEvent,
     StartEvent,
-    TokenUsage,
     ToolCallRecord,
     TranscriptWriter,
 )
+from rooftop.transcripts.usage import Usage
 
 PROG = "rooftop.agents.llm"
 OUTPUT_LIMIT = 16 * 1024  # characters of ./bench output handed back to the model
@@ -204,19 +205,19 @@ def _retry_after(exc: openai.OpenAIError) -> float | None:
         return None
 
 
-def usage_of(response: Any) -> TokenUsage:
+def usage_of(response: Any) -> Usage:
     usage = getattr(response, "usage", None)
     if usage is None:
-        return TokenUsage()
+        return Usage()
     extra = usage.model_extra or {}
     prompt_details = getattr(usage, "prompt_tokens_details", None)
     completion_details = getattr(usage, "completion_tokens_details", None)
     cached = getattr(prompt_details, "cached_tokens", None)
     if cached is None:
         cached = extra.get("prompt_cache_hit_tokens")  # some providers report it here instead
-    return TokenUsage(input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens,
-                      cache_read_tokens=cached if isinstance(cached, int) else None,
-                      reasoning_tokens=getattr(completion_details, "reasoning_tokens", None))
+    return Usage(input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens,
+                 cache_read_tokens=cached if isinstance(cached, int) else None,
+                 reasoning_tokens=getattr(completion_details, "reasoning_tokens", None))
 
 
 # ---- the loop ----------------------------------------------------------------------------------------------------
@@ -230,7 +231,7 @@ class Agent:
         self.options, self.client, self.writer, self.workspace = options, client, writer, workspace
         self.messages: list[dict[str, Any]] = []
         self.turns = 0
-        self.total = TokenUsage()
+        self.total = Usage()
         self.started = time.monotonic()
 
     def say(self, message: dict[str, Any], **record: Any) -> None:
@@ -322,7 +323,7 @@ class Agent:
 
     def result(self, reason: Reason) -> ResultEvent:
         return ResultEvent(finished=reason == "finish", reason=reason, turns=self.turns,
-                           wall_s=round(time.monotonic() - self.started, 3), **self.total.model_dump())
+                           wall_s=round(time.monotonic() - self.started, 3), **self.total.model_dump(include=WRITTEN))
 
 
 # ---- command line ------------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from rooftop.agents.adapters.base import Usage
+from rooftop.transcripts.usage import Usage
 from rooftop.verdict import ShapeResult, Verdict
 
 

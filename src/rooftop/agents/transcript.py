@@ -10,29 +10,19 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Literal, TextIO
+from typing import Annotated, Any, Literal, TextIO
 
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError, field_serializer
+
+from rooftop.transcripts.usage import Usage
 
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-class TokenUsage(BaseModel):
-    """Tokens of one model call; None where the endpoint did not report them. `input_tokens` counts the
-    whole prompt, cached part included (the OpenAI convention), `cache_read_tokens` that cached part."""
-
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cache_read_tokens: int | None = None
-    reasoning_tokens: int | None = None
-
-    def __add__(self, other: TokenUsage) -> TokenUsage:
-        def add(a: int | None, b: int | None) -> int | None:
-            return None if a is None and b is None else (a or 0) + (b or 0)
-
-        return TokenUsage(**{name: add(getattr(self, name), getattr(other, name)) for name in TokenUsage.model_fields})
+# the usage figures a line carries: an OpenAI-compatible endpoint reports no cache writes and no cost
+WRITTEN = {"input_tokens", "output_tokens", "cache_read_tokens", "reasoning_tokens"}
 
 
 class ToolCallRecord(BaseModel):
@@ -58,8 +48,12 @@ class MessageEvent(BaseModel):
     reasoning: str | None = None  # reasoning text, where the endpoint returns it beside the answer
     tool_calls: list[ToolCallRecord] = []
     tool_call_id: str | None = None  # role tool: the call this answers
-    usage: TokenUsage | None = None  # role assistant: this model call's tokens
+    usage: Usage | None = None  # role assistant: this model call's tokens
     time: str = Field(default_factory=now)
+
+    @field_serializer("usage")
+    def _written(self, usage: Usage | None) -> dict[str, Any] | None:
+        return usage.model_dump(include=WRITTEN) if usage is not None else None
 
 
 class ErrorEvent(BaseModel):

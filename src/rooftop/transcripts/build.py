@@ -13,8 +13,9 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from rooftop.transcripts.events import Event, ParseProblem, Role, Session, TokenUsage
+from rooftop.transcripts.events import Event, ParseProblem, Role, Session
 from rooftop.transcripts.lines import Record, Text
+from rooftop.transcripts.usage import Usage
 
 
 class Builder:
@@ -35,7 +36,7 @@ class Builder:
     def problem(self, line: int, message: str) -> None:
         self.session.problems.append(ParseProblem(line=line, message=message))
 
-    def charge(self, usage: TokenUsage | None, since: int, prefix: str = "") -> bool:
+    def charge(self, usage: Usage | None, since: int, prefix: str = "") -> bool:
         """Puts a model call's usage, reported after the fact, on that call's last assistant event
         (one at `since` or later, of a kind starting with `prefix`), where the contract wants it;
         False if the call left no such event (or the event already has usage)."""
@@ -114,14 +115,6 @@ def amount(value: Any) -> float | None:
 def total(*parts: int | None) -> int | None:
     known = [p for p in parts if p is not None]
     return sum(known) if known else None
-
-
-def usage_sum(usages: Iterable[TokenUsage | None]) -> TokenUsage:
-    out = TokenUsage()
-    for usage in usages:
-        if usage is not None:
-            out = out.add(usage)
-    return out
 
 
 def when(value: Any, unit: float = 1.0) -> datetime | None:

@@ -12,27 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from rooftop.transcripts.usage import Usage
+
 Role = Literal["system", "user", "assistant", "tool", "error", "result", "raw"]
-
-
-class TokenUsage(BaseModel):
-    """Tokens of one model call (on an assistant event) or of a whole session. `input` counts the
-    whole prompt, its cached part included; `cache_read` and `cache_write` say how much was cached.
-    `output` counts all the model generated, its reasoning included (as OpenAI's APIs count it; a
-    format that counts thoughts apart, as Gemini's does, has them added); `reasoning` says how much
-    of it was reasoning, where the format tells."""
-
-    input: int | None = None
-    output: int | None = None
-    cache_read: int | None = None
-    cache_write: int | None = None
-    reasoning: int | None = None
-
-    def add(self, other: TokenUsage) -> TokenUsage:
-        def plus(a: int | None, b: int | None) -> int | None:
-            return None if a is None and b is None else (a or 0) + (b or 0)
-
-        return TokenUsage(**{k: plus(getattr(self, k), getattr(other, k)) for k in TokenUsage.model_fields})
 
 
 class ToolCall(BaseModel):
@@ -59,7 +41,7 @@ class Event(BaseModel):
     reasoning: str | None = None
     tool_calls: list[ToolCall] = []
     tool_result: ToolResult | None = None
-    usage: TokenUsage | None = None  # this model call's, counted once (a repeated message id carries none)
+    usage: Usage | None = None  # this model call's, counted once (a repeated message id carries none)
     model: str | None = None
     timestamp: datetime | None = None
     parent: str | None = None  # the tool call id of the subagent call this event belongs to
@@ -84,7 +66,7 @@ class Session(BaseModel):
     events: list[Event] = []
     problems: list[ParseProblem] = []
     lines: int = 0  # records read
-    usage: TokenUsage = TokenUsage()  # the session's total
+    usage: Usage = Usage()  # the session's total
     cost_usd: float | None = None
     started_at: datetime | None = None
     duration_s: float | None = None

@@ -6,11 +6,11 @@ an agent CLI is adding one module. `adapter(name)` is the registry's one entry p
 
 from __future__ import annotations
 
-from rooftop.agents.adapters.base import Adapter, Launch, Usage
+from rooftop.agents.adapters.base import Adapter, Launch
 from rooftop.errors import UserError
 from rooftop.plugins import Registry, UnknownName
 
-__all__ = ["ADAPTERS", "Adapter", "Launch", "Usage", "adapter", "adapter_names"]
+__all__ = ["ADAPTERS", "Adapter", "Launch", "adapter", "adapter_names"]
 
 
 ADAPTERS: Registry[Adapter] = Registry("agent adapter", __name__)

@@ -8,50 +8,11 @@ whether the session completed.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel
 
-# the largest figures believed from an agent: a 45-minute session reads tens of millions of tokens
-# (cached ones included) and costs tens of dollars; past these a figure is not a count but a forgery
-LIMITS = {"input_tokens": 10**9, "output_tokens": 10**9, "cache_read_tokens": 10**9, "cache_write_tokens": 10**9,
-          "reasoning_tokens": 10**9, "cost_usd": 10_000.0, "turns": 100_000}
-
-
-class Usage(BaseModel):
-    """Tokens and cost of one agent run, as far as its transcript tells (None: not reported).
-
-    `origin` says where the figures come from: `reported`, the CLI's own totals as it printed them;
-    `counted`, summed by rooftop from the per-call records the CLI wrote. Either way they are the
-    agent's word, checked (`checked`): a figure that is no count, or past `LIMITS`, is dropped and
-    named in `rejected`."""
-
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cache_read_tokens: int | None = None
-    cache_write_tokens: int | None = None
-    reasoning_tokens: int | None = None
-    cost_usd: float | None = None
-    turns: int | None = None  # model calls (steps) where the transcript counts them
-    origin: Literal["reported", "counted"] | None = None
-    rejected: list[str] = []  # figures dropped by `checked`: "cost_usd=-100.0"
-
-    def checked(self, origin: Literal["reported", "counted"]) -> Usage:
-        """This usage with every figure outside [0, its limit] dropped and named, and its origin."""
-        kept = self.model_copy(update={"origin": origin if self.reported else None, "rejected": list(self.rejected)})
-        for name, limit in LIMITS.items():
-            value = getattr(kept, name)
-            if value is not None and not (isinstance(value, int | float) and math.isfinite(value)
-                                          and 0 <= value < limit):
-                kept.rejected.append(f"{name}={value!r}")
-                setattr(kept, name, None)
-        return kept
-
-    @property
-    def reported(self) -> bool:
-        return any(getattr(self, name) is not None for name in LIMITS)
+from rooftop.transcripts.usage import Origin, Usage
 
 
 class Launch(BaseModel):
@@ -73,7 +34,7 @@ class Adapter:
     # host:port its provider serves at, reached from the sandbox unless the config lists others
     endpoints: tuple[str, ...] = ()
     supports_max_turns: bool = False
-    usage_origin: Literal["reported", "counted"] = "reported"  # see Usage.origin
+    usage_origin: Origin = "reported"  # see Usage.origin
 
     def launch(self, *, executable: str, prompt: str, workspace: Path, home: Path, model: str | None,
                max_turns: int | None, args: list[str]) -> Launch:

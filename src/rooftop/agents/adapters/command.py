@@ -18,9 +18,10 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from rooftop.agents.adapters import ADAPTERS
-from rooftop.agents.adapters.base import Adapter, Launch, Usage
+from rooftop.agents.adapters.base import Adapter, Launch
 from rooftop.agents.adapters.jsonl import last_value
 from rooftop.errors import UserError
+from rooftop.transcripts.usage import Usage
 
 PROMPT_FILE = "PROMPT.md"
 PLACEHOLDER = re.compile(r"\{(prompt|prompt_file|workspace|model|max_turns)\}")

@@ -3,7 +3,7 @@
 `--force` runs every tool call without asking and `--trust` trusts the workspace, which a
 headless run cannot be asked about. The stream's terminal `result` line comes only on success;
 newer versions put the session's tokens in its `usage` (camelCase, cached part apart from
-`inputTokens`), older ones report none.
+`inputTokens`), which the transcript parser reads; older ones report none.
 """
 
 from __future__ import annotations
@@ -12,16 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from rooftop.agents.adapters import ADAPTERS
-from rooftop.agents.adapters.base import Adapter, Launch, Usage
-from rooftop.agents.adapters.jsonl import count, last_of_type, mapping, total
+from rooftop.agents.adapters.base import Adapter, Launch
+from rooftop.agents.adapters.jsonl import last_of_type
+from rooftop.transcripts.parsers import parser
+from rooftop.transcripts.spent import spent
+from rooftop.transcripts.usage import Usage
 
 
 def _result(transcript: Path) -> dict[str, Any] | None:
     return last_of_type(transcript, "result")
-
-
-def _field(usage: dict[str, Any], *names: str) -> int | None:
-    return next((count(usage[n]) for n in names if n in usage), None)
 
 
 class CursorAdapter(Adapter):
@@ -38,15 +37,7 @@ class CursorAdapter(Adapter):
         return Launch(argv=[*argv, *args, prompt])
 
     def usage(self, transcript: Path, extra: list[Path]) -> Usage:
-        result = _result(transcript)
-        usage = mapping(result, "usage") if result is not None else {}
-        if not usage:
-            return Usage()
-        read = _field(usage, "cacheReadTokens", "cache_read_tokens")
-        write = _field(usage, "cacheWriteTokens", "cache_write_tokens")
-        return Usage(input_tokens=total(_field(usage, "inputTokens", "input_tokens"), read, write),
-                     output_tokens=_field(usage, "outputTokens", "output_tokens"),
-                     cache_read_tokens=read, cache_write_tokens=write)
+        return spent(parser("cursor").read(transcript))
 
     def completed(self, transcript: Path, exit_code: int | None) -> bool:
         result = _result(transcript)

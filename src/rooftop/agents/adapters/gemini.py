@@ -6,7 +6,8 @@ trusts the workspace for the session: in a folder it does not trust, Gemini refu
 or turns YOLO mode back off.
 
 The terminal `result` event carries the session's `stats`: `input_tokens` (the whole prompt),
-`cached` (its cached part) and `output_tokens`; `status` is `success` or `error`.
+`cached` (its cached part) and `output_tokens`, read by the transcript parser; `status` is
+`success` or `error`.
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from rooftop.agents.adapters import ADAPTERS
-from rooftop.agents.adapters.base import Adapter, Launch, Usage
-from rooftop.agents.adapters.jsonl import count, last_of_type, mapping
+from rooftop.agents.adapters.base import Adapter, Launch
+from rooftop.agents.adapters.jsonl import last_of_type
+from rooftop.transcripts.parsers import parser
+from rooftop.transcripts.spent import spent
+from rooftop.transcripts.usage import Usage
 
 
 def _result(transcript: Path) -> dict[str, Any] | None:
@@ -37,12 +41,7 @@ class GeminiAdapter(Adapter):
         return Launch(argv=[*argv, *args])
 
     def usage(self, transcript: Path, extra: list[Path]) -> Usage:
-        result = _result(transcript)
-        stats = mapping(result, "stats") if result is not None else {}
-        if not stats:
-            return Usage()
-        return Usage(input_tokens=count(stats.get("input_tokens")), output_tokens=count(stats.get("output_tokens")),
-                     cache_read_tokens=count(stats.get("cached")))
+        return spent(parser("gemini").read(transcript))
 
     def completed(self, transcript: Path, exit_code: int | None) -> bool:
         result = _result(transcript)

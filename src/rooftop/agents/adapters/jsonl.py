@@ -2,25 +2,20 @@
 
 A killed agent leaves a cut-off last line, and CLIs interleave the odd line that is not JSON (a
 warning, a progress note), so every reader here skips what does not parse instead of failing the
-run's record. Token counts follow one convention across adapters, the one the `llm` adapter uses:
-`input_tokens` is the whole prompt, cached part included, and `cache_read_tokens` /
-`cache_write_tokens` say how much of it was read from / written to the provider's cache.
+run's record. Usage is not read here: the transcript parsers count it (`rooftop.transcripts`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rooftop.agents.adapters.base import Usage
-from rooftop.transcripts.build import amount, count, mapping, total
+from rooftop.transcripts.build import mapping
 
-# the safe readers of reported figures are the transcripts package's; adapters take them from here
-__all__ = ["add", "amount", "count", "last_of_type", "last_value", "mapping", "objects", "total", "values"]
-
-_TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+# the safe reader of nested records is the transcripts package's; adapters take it from here
+__all__ = ["last_of_type", "last_value", "mapping", "objects", "values"]
 
 
 def values(path: Path) -> Iterator[Any]:
@@ -57,21 +52,3 @@ def last_value(path: Path) -> Any:
     for value in values(path):
         last = value
     return last
-
-
-
-
-
-
-
-
-def add(usages: Iterable[Usage]) -> Usage:
-    """Field-wise sum, keeping None only where no part reported the field."""
-    out = Usage()
-    for usage in usages:
-        for field in (*_TOKEN_FIELDS, "turns"):
-            setattr(out, field, total(getattr(out, field), getattr(usage, field)))
-        if usage.cost_usd is not None:
-            out.cost_usd = (out.cost_usd or 0.0) + usage.cost_usd
-    return out
-

@@ -6,7 +6,8 @@ the one turn a print-mode run has.
 
 The stream is bare chat messages, without usage: each `assistant` line is one step (one model
 call). Kimi's session folder under `~/.kimi/sessions/` holds `wire.jsonl`, whose `StatusUpdate`
-events carry each step's tokens; where it was kept, tokens come from there (once per message id).
+events carry each step's tokens; usage is the transcript parser's reading of both
+(`rooftop.transcripts.parsers.kimi.run_usage`).
 """
 
 from __future__ import annotations
@@ -14,29 +15,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from rooftop.agents.adapters import ADAPTERS
-from rooftop.agents.adapters.base import Adapter, Launch, Usage
-from rooftop.agents.adapters.jsonl import add, count, mapping, objects, total
+from rooftop.agents.adapters.base import Adapter, Launch
+from rooftop.agents.adapters.jsonl import objects
+from rooftop.transcripts.parsers import kimi
+from rooftop.transcripts.usage import Usage
 
 WIRE = "wire"
-
-
-def wire_usage(wire: Path) -> dict[str, Usage]:
-    """Each step's tokens in one wire log, by message id."""
-    steps: dict[str, Usage] = {}
-    for record in objects(wire):
-        message = mapping(record, "message")
-        if message.get("type") != "StatusUpdate":
-            continue
-        payload = mapping(message, "payload")
-        if not isinstance(payload.get("token_usage"), dict):
-            continue
-        used = payload["token_usage"]
-        read, write = count(used.get("input_cache_read")), count(used.get("input_cache_creation"))
-        ident = payload.get("message_id")
-        steps[ident if isinstance(ident, str) else f"{wire.name}:{len(steps)}"] = Usage(
-            input_tokens=total(count(used.get("input_other")), read, write), output_tokens=count(used.get("output")),
-            cache_read_tokens=read, cache_write_tokens=write)
-    return steps
 
 
 class KimiAdapter(Adapter):
@@ -61,14 +45,7 @@ class KimiAdapter(Adapter):
         return sorted(p for p in sessions.rglob("*.jsonl") if p.is_file()) if sessions.is_dir() else []
 
     def usage(self, transcript: Path, extra: list[Path]) -> Usage:
-        turns = sum(1 for record in objects(transcript) if record.get("role") == "assistant")
-        steps: dict[str, Usage] = {}
-        for path in extra:
-            if path.name.startswith(WIRE) and path.suffix == ".jsonl":
-                steps.update(wire_usage(path))
-        usage = add(steps.values())
-        usage.turns = turns
-        return usage
+        return kimi.run_usage(transcript, [p for p in extra if p.name.startswith(WIRE) and p.suffix == ".jsonl"])
 
     def completed(self, transcript: Path, exit_code: int | None) -> bool:
         """It exited 0 having answered at least once (print mode's exit status says little more)."""

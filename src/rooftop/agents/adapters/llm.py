@@ -2,7 +2,8 @@
 
 It reads PROMPT.md from the workspace itself, so nothing goes on stdin; its stdout is rooftop's
 own JSONL transcript, whose `result` event carries the usage totals. A run killed before that
-event still has per-call usage on its assistant messages, summed here instead.
+event still has per-call usage on its assistant messages; the transcript parser sums them instead
+(`rooftop.transcripts.parsers.rooftop.run_usage`).
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ import sys
 from pathlib import Path
 
 from rooftop.agents.adapters import ADAPTERS
-from rooftop.agents.adapters.base import Adapter, Launch, Usage
-from rooftop.agents.transcript import Event, MessageEvent, ResultEvent, TokenUsage, read_transcript
+from rooftop.agents.adapters.base import Adapter, Launch
+from rooftop.agents.transcript import Event, ResultEvent, read_transcript
 from rooftop.errors import UserError
+from rooftop.transcripts.parsers import rooftop as own_transcript
+from rooftop.transcripts.usage import Usage
 
 MODULE = "rooftop.agents.llm"
 
@@ -49,17 +52,7 @@ class LLMAdapter(Adapter):
         return [executable, "-m", MODULE, "--version"]
 
     def usage(self, transcript: Path, extra: list[Path]) -> Usage:
-        events = _events(transcript)
-        result = _result(events)
-        if result is not None:
-            return Usage(input_tokens=result.input_tokens, output_tokens=result.output_tokens,
-                         cache_read_tokens=result.cache_read_tokens, reasoning_tokens=result.reasoning_tokens,
-                         turns=result.turns)
-        calls = [e for e in events if isinstance(e, MessageEvent) and e.role == "assistant"]
-        total = TokenUsage()
-        for call in calls:
-            total = total + (call.usage or TokenUsage())
-        return Usage(**total.model_dump(), turns=len(calls) if events else None)
+        return own_transcript.run_usage(transcript)
 
     def completed(self, transcript: Path, exit_code: int | None) -> bool:
         result = _result(_events(transcript))

@@ -3,9 +3,9 @@
 Without `--auto`, `opencode run` rejects every permission request it gets (there is nobody to
 ask), so it is always given. The prompt goes last, after `--`. Models are named provider/model.
 
-Each model call ends in a `step_finish` event with that step's tokens and cost, summed here;
-opencode's `tokens.input` leaves out the cached part, ours includes it. The session ended on its
-own when its last step finished for reason `stop`.
+Each model call ends in a `step_finish` event with that step's tokens and cost, which the
+transcript parser sums (`rooftop.transcripts.parsers.opencode`). The session ended on its own when
+its last step finished for reason `stop`.
 """
 
 from __future__ import annotations
@@ -14,22 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from rooftop.agents.adapters import ADAPTERS
-from rooftop.agents.adapters.base import Adapter, Launch, Usage
-from rooftop.agents.adapters.jsonl import add, amount, count, mapping, objects, total
+from rooftop.agents.adapters.base import Adapter, Launch
+from rooftop.agents.adapters.jsonl import mapping, objects
 from rooftop.errors import UserError
+from rooftop.transcripts.parsers import parser
+from rooftop.transcripts.spent import spent
+from rooftop.transcripts.usage import Usage
 
 
 def _steps(transcript: Path) -> list[dict[str, Any]]:
     return [mapping(record, "part") for record in objects(transcript) if record.get("type") == "step_finish"]
-
-
-def step_usage(part: dict[str, Any]) -> Usage:
-    tokens = mapping(part, "tokens")
-    cache = mapping(tokens, "cache")
-    read, write = count(cache.get("read")), count(cache.get("write"))
-    return Usage(input_tokens=total(count(tokens.get("input")), read, write), output_tokens=count(tokens.get("output")),
-                 cache_read_tokens=read, cache_write_tokens=write, reasoning_tokens=count(tokens.get("reasoning")),
-                 cost_usd=amount(part.get("cost")), turns=1)
 
 
 class OpencodeAdapter(Adapter):
@@ -50,7 +44,8 @@ class OpencodeAdapter(Adapter):
         return Launch(argv=[*argv, *args, "--", prompt])
 
     def usage(self, transcript: Path, extra: list[Path]) -> Usage:
-        return add(step_usage(part) for part in _steps(transcript))
+        session = parser("opencode").read(transcript)
+        return spent(session, sum(1 for event in session.events if event.kind == "step_finish") or None)
 
     def completed(self, transcript: Path, exit_code: int | None) -> bool:
         steps = _steps(transcript)

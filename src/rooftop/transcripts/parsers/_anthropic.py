@@ -17,20 +17,21 @@ from typing import Any
 
 from rooftop.transcripts.build import Builder, count, mapping, string, text_of, total
 from rooftop.transcripts.diffs import Files, from_hunks
-from rooftop.transcripts.events import Event, TokenUsage, ToolCall, ToolResult
+from rooftop.transcripts.events import Event, ToolCall, ToolResult
+from rooftop.transcripts.usage import Usage
 
 SYNTHETIC_MODEL = "<synthetic>"  # messages Claude Code makes up itself (e.g. "Not logged in"): no model call
 SUBAGENT_TOOLS = {"Agent", "Task"}
 EDIT_TOOLS = {"Write", "Edit", "MultiEdit", "NotebookEdit"}
 
 
-def tokens(usage: Any) -> TokenUsage | None:
+def tokens(usage: Any) -> Usage | None:
     """An Anthropic usage object; its `input_tokens` leaves out the cached part, ours includes it."""
     if not isinstance(usage, dict):
         return None
     read, write = count(usage.get("cache_read_input_tokens")), count(usage.get("cache_creation_input_tokens"))
-    return TokenUsage(input=total(count(usage.get("input_tokens")), read, write),
-                      output=count(usage.get("output_tokens")), cache_read=read, cache_write=write)
+    return Usage(input_tokens=total(count(usage.get("input_tokens")), read, write),
+                 output_tokens=count(usage.get("output_tokens")), cache_read_tokens=read, cache_write_tokens=write)
 
 
 @dataclass
@@ -41,6 +42,12 @@ class Calls:
     by_id: dict[str, ToolCall] = field(default_factory=dict)
     before: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # call id -> (path, content before)
     messages: dict[str, Event] = field(default_factory=dict)  # message id -> the event holding its usage
+
+    def usage_by_message(self, events: list[Event], place: str) -> dict[str, Usage]:
+        """Each model call's usage by its message id (one without an id by its event's place in
+        `place`), for counting a call once across files that repeat it."""
+        ids = {id(event): ident for ident, event in self.messages.items()}
+        return {ids.get(id(e), f"{place}#{e.index}"): e.usage for e in events if e.usage is not None}
 
     def call(self, block: dict[str, Any]) -> ToolCall:
         name = string(block.get("name")) or "?"

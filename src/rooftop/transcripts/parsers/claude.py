@@ -14,12 +14,15 @@ session), the per-message usage stands in, counted once per message id.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
-from rooftop.transcripts.build import Builder, amount, count, mapping, string, text_of, total, usage_sum, when
-from rooftop.transcripts.events import Role, Session, TokenUsage
-from rooftop.transcripts.lines import Record
-from rooftop.transcripts.parsers import PARSERS, Parser, _anthropic
+from rooftop.transcripts.build import Builder, amount, count, mapping, string, text_of, total, when
+from rooftop.transcripts.events import Role, Session
+from rooftop.transcripts.lines import Record, records
+from rooftop.transcripts.parsers import PARSERS, Parser, _anthropic, claude_native
+from rooftop.transcripts.spent import spent
+from rooftop.transcripts.usage import Usage, usage_sum
 
 FORMAT = "claude"
 PRIORITY = 90  # after cursor, whose lines look alike but lack `uuid` and `parent_tool_use_id`
@@ -37,7 +40,7 @@ def sniff(records: list[Any]) -> bool:
     return False
 
 
-def model_usage(result: dict[str, Any]) -> TokenUsage | None:
+def model_usage(result: dict[str, Any]) -> Usage | None:
     """The result's per-model totals summed (camelCase; cached parts apart from `inputTokens`)."""
     models = mapping(result, "modelUsage")
     usages = []
@@ -45,8 +48,9 @@ def model_usage(result: dict[str, Any]) -> TokenUsage | None:
         if not isinstance(usage, dict):
             continue
         read, write = count(usage.get("cacheReadInputTokens")), count(usage.get("cacheCreationInputTokens"))
-        usages.append(TokenUsage(input=total(count(usage.get("inputTokens")), read, write),
-                                 output=count(usage.get("outputTokens")), cache_read=read, cache_write=write))
+        usages.append(Usage(input_tokens=total(count(usage.get("inputTokens")), read, write),
+                            output_tokens=count(usage.get("outputTokens")), cache_read_tokens=read,
+                            cache_write_tokens=write))
     return usage_sum(usages) if usages else None
 
 
@@ -70,10 +74,21 @@ KNOWN_SYSTEM = {"init", "api_retry", "hook_started", "hook_response", "notificat
                 "task_started", "task_progress", "task_notification", "compact_boundary"}
 
 
+def totals(result: dict[str, Any]) -> Usage | None:
+    """The session's totals in its result line; None where the line carries none."""
+    if not isinstance(result.get("usage"), dict) and not isinstance(result.get("modelUsage"), dict):
+        return None
+    return model_usage(result) or _anthropic.tokens(result.get("usage")) or Usage()
+
+
 def parse(records: Iterable[Record], path: str | None = None) -> Session:
+    return _read(records, path, _anthropic.Calls())[0]
+
+
+def _read(records: Iterable[Record], path: str | None, calls: _anthropic.Calls) -> tuple[Session, bool]:
+    """The session, its calls gathered in `calls`, and whether its result line gave its totals."""
     b = Builder(FORMAT, path)
     s = b.session
-    calls = _anthropic.Calls()
     result: dict[str, Any] | None = None
     for line, record in b.walk(records):
         with b.guard(line, record):
@@ -118,12 +133,28 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
                 b.add(line, "system", f"stream_event.{mapping(record, 'event').get('type') or ''}", **side)
             else:
                 b.raw(line, record, str(kind or ""))
-    if result is not None:
-        s.usage = model_usage(result) or _anthropic.tokens(result.get("usage")) or TokenUsage()
-    else:
-        s.usage = usage_sum(e.usage for e in s.events)
+    reported = totals(result) if result is not None else None
+    s.usage = reported if reported is not None else usage_sum(e.usage for e in s.events)
+    if result is None:
         s.completed = False if s.events else None
-    return b.finish()
+    return b.finish(), reported is not None
+
+
+def run_usage(stream: Path, session_files: Iterable[Path]) -> Usage:
+    """A run's usage: its result line's totals, cost and turns; without them (a killed session),
+    each model call's usage counted once, the call's final figures taken from Claude Code's own
+    session files where they hold its message id (the stream has the figures as the call began)."""
+    calls = _anthropic.Calls()
+    session, reported = _read(records(stream), str(stream), calls)
+    if reported:
+        return spent(session, session.reported_turns)
+    by_message = calls.usage_by_message(session.events, "stream")
+    for path in session_files:
+        if path.suffix == ".jsonl":
+            native_calls = _anthropic.Calls()
+            native = claude_native.parse(records(path), str(path), native_calls)
+            by_message.update(native_calls.usage_by_message(native.events, path.name))
+    return usage_sum(by_message.values()).model_copy(update={"turns": len(by_message) or None})
 
 
 PARSERS.add(FORMAT, Parser(FORMAT, PRIORITY, sniff, parse))

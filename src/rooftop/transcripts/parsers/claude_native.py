@@ -18,10 +18,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from rooftop.transcripts.build import Builder, amount, items, mapping, string, text_of, usage_sum, when
+from rooftop.transcripts.build import Builder, amount, items, mapping, string, text_of, when
 from rooftop.transcripts.events import Session
 from rooftop.transcripts.lines import Record
 from rooftop.transcripts.parsers import PARSERS, Parser, _anthropic
+from rooftop.transcripts.usage import usage_sum
 
 FORMAT = "claude_native"
 PRIORITY = 70
@@ -68,10 +69,11 @@ def _bookkeeping_text(record: dict[str, Any]) -> str | None:
     return None  # the request copies are kept in the file, not shown
 
 
-def parse(records: Iterable[Record], path: str | None = None) -> Session:
+def parse(records: Iterable[Record], path: str | None = None, calls: _anthropic.Calls | None = None) -> Session:
+    """`calls`, where given, is filled with the session's tool calls and model calls by id."""
     b = Builder(FORMAT, path)
     s = b.session
-    calls = _anthropic.Calls()
+    calls = calls if calls is not None else _anthropic.Calls()
     for line, record in b.walk(records):
         with b.guard(line, record):
             kind = string(record.get("type"))

@@ -14,13 +14,16 @@ did and nothing failed after it.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
-from rooftop.transcripts.build import Builder, items, mapping, string, text_of, usage_sum
+from rooftop.transcripts.build import Builder, items, mapping, string, text_of
 from rooftop.transcripts.events import Session, ToolCall, ToolResult
-from rooftop.transcripts.lines import Record
-from rooftop.transcripts.parsers import PARSERS, Parser
+from rooftop.transcripts.lines import Record, records
+from rooftop.transcripts.parsers import PARSERS, Parser, codex_rollout
 from rooftop.transcripts.parsers.codex_rollout import tokens
+from rooftop.transcripts.spent import model_calls, spent
+from rooftop.transcripts.usage import Usage, usage_sum
 
 FORMAT = "codex_exec"
 PRIORITY = 25
@@ -123,3 +126,12 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
 
 
 PARSERS.add(FORMAT, Parser(FORMAT, PRIORITY, sniff, parse))
+
+
+def run_usage(stream: Path, rollouts: Iterable[Path]) -> Usage:
+    """A run's usage: its rollouts' (one per session, a subagent's its own), which count reasoning
+    and survive a kill, each with its model calls; without a rollout that counted a call, the
+    stream's turns."""
+    sessions = [codex_rollout.parse(records(path), str(path)) for path in rollouts]
+    counted = [spent(session, calls) for session in sessions if (calls := model_calls(session))]
+    return usage_sum(counted) if counted else parse(records(stream), str(stream)).usage

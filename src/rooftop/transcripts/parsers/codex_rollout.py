@@ -38,14 +38,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from functools import reduce
 from typing import Any
 
 from rooftop.transcripts.build import Builder, arguments, count, items, mapping, string, text_of, when
 from rooftop.transcripts.diffs import Files, patch_diffs
-from rooftop.transcripts.events import Event, Session, TokenUsage, ToolCall, ToolResult
+from rooftop.transcripts.events import Event, Session, ToolCall, ToolResult
 from rooftop.transcripts.lines import Record
 from rooftop.transcripts.parsers import PARSERS, Parser
+from rooftop.transcripts.usage import Usage, usage_sum
 
 FORMAT = "codex_rollout"
 PRIORITY = 20
@@ -79,14 +79,14 @@ def _oldest_meta(record: dict[str, Any]) -> bool:
         "instructions" in record or "git" in record)
 
 
-def tokens(usage: Any) -> TokenUsage | None:
+def tokens(usage: Any) -> Usage | None:
     """An OpenAI usage object: `input_tokens` already counts the cached part, as ours does."""
     if not isinstance(usage, dict):
         return None
-    return TokenUsage(input=count(usage.get("input_tokens")), output=count(usage.get("output_tokens")),
-                      cache_read=count(usage.get("cached_input_tokens")),
-                      cache_write=count(usage.get("cache_write_input_tokens")),
-                      reasoning=count(usage.get("reasoning_output_tokens")))
+    return Usage(input_tokens=count(usage.get("input_tokens")), output_tokens=count(usage.get("output_tokens")),
+                 cache_read_tokens=count(usage.get("cached_input_tokens")),
+                 cache_write_tokens=count(usage.get("cache_write_input_tokens")),
+                 reasoning_tokens=count(usage.get("reasoning_output_tokens")))
 
 
 def _patch_text(args: Any) -> str | None:
@@ -152,7 +152,7 @@ class _Rollout:
         self.files = Files()
         self.model: str | None = None
         self.total: dict[str, Any] | None = None  # the last cumulative token_count
-        self.calls: list[TokenUsage] = []  # each model call's own usage, in order
+        self.calls: list[Usage] = []  # each model call's own usage, in order
         self.went_back = False  # a total below the one before it: a resumed process, a subagent
         self.call_start = 0  # the first event after the last token_count: the next call's
         self.ends: list[str] = []  # task_started / task_complete / turn_aborted, in order
@@ -219,7 +219,7 @@ class _Rollout:
             if moved:
                 self.went_back = self.went_back or _input(cumulative) < _input(self.total)
                 self.total = cumulative
-                self.calls.append(usage or TokenUsage())
+                self.calls.append(usage or Usage())
                 if self.b.charge(usage, self.call_start, "response_item."):
                     usage = None
             add(line, "system", name, usage=usage, **at)
@@ -283,7 +283,7 @@ class _Rollout:
                 else:
                     self.b.raw(line, record, str(kind or ""))
         s = self.b.session
-        s.usage = (reduce(TokenUsage.add, self.calls) if self.went_back else tokens(self.total)) or TokenUsage()
+        s.usage = (usage_sum(self.calls) if self.went_back else tokens(self.total)) or Usage()
         has_tasks = any(e.startswith("task_") for e in self.ends)  # older CLIs write no end of task
         s.completed = self.ends[-1] == "task_complete" if has_tasks else None
         _hide_echoes(s.events, self.prompts)

@@ -9,7 +9,7 @@ is left out. Parallel commands glue the next `exec` marker to the end of the pre
 (`... in /workdirexec`); such a line is split where the workdir ends.
 
 What this text cannot give: per-call usage (only the blended `tokens used` total, kept in the
-result event's `raw`, as TokenUsage has no field for it), timestamps, and which output belongs to
+result event's `raw`, as Usage has no field for it), timestamps, and which output belongs to
 which of several parallel commands.
 """
 

@@ -19,9 +19,10 @@ from typing import Any
 
 from rooftop.transcripts.build import Builder, amount, count, mapping, string, text_of, total, when
 from rooftop.transcripts.diffs import Files, unified
-from rooftop.transcripts.events import Event, Session, TokenUsage, ToolCall, ToolResult
+from rooftop.transcripts.events import Event, Session, ToolCall, ToolResult
 from rooftop.transcripts.lines import Record
 from rooftop.transcripts.parsers import PARSERS, Parser
+from rooftop.transcripts.usage import Usage
 
 FORMAT = "cursor"
 PRIORITY = 80
@@ -41,7 +42,7 @@ def sniff(records: list[Any]) -> bool:
     return False
 
 
-def usage_of(usage: dict[str, Any]) -> TokenUsage | None:
+def usage_of(usage: dict[str, Any]) -> Usage | None:
     """Cursor's camelCase usage; its `inputTokens` leaves out the cached part, ours includes it."""
     if not usage:
         return None
@@ -50,8 +51,8 @@ def usage_of(usage: dict[str, Any]) -> TokenUsage | None:
         return next((count(usage[n]) for n in names if n in usage), None)
 
     read, write = field("cacheReadTokens", "cache_read_tokens"), field("cacheWriteTokens", "cache_write_tokens")
-    return TokenUsage(input=total(field("inputTokens", "input_tokens"), read, write),
-                      output=field("outputTokens", "output_tokens"), cache_read=read, cache_write=write)
+    return Usage(input_tokens=total(field("inputTokens", "input_tokens"), read, write),
+                 output_tokens=field("outputTokens", "output_tokens"), cache_read_tokens=read, cache_write_tokens=write)
 
 
 def _unwrap(record: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -143,7 +144,7 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
                     b.add(line, "tool", f"tool_call.{subtype}", tool_result=_finish(call, body, files), **at)
             elif kind == "result":
                 b.add(line, "result", f"result.{subtype}", text=string(record.get("result")), **at)
-                s.usage = usage_of(mapping(record, "usage")) or TokenUsage()
+                s.usage = usage_of(mapping(record, "usage")) or Usage()
                 duration = amount(record.get("duration_ms"))
                 s.duration_s = duration / 1000 if duration is not None else None
                 s.completed = record.get("is_error") is False

@@ -16,9 +16,10 @@ from typing import Any
 
 from rooftop.transcripts.build import Builder, amount, count, mapping, string, text_of, when
 from rooftop.transcripts.diffs import Files
-from rooftop.transcripts.events import Event, Session, TokenUsage, ToolCall, ToolResult
+from rooftop.transcripts.events import Event, Session, ToolCall, ToolResult
 from rooftop.transcripts.lines import Record
 from rooftop.transcripts.parsers import PARSERS, Parser
+from rooftop.transcripts.usage import Usage
 
 FORMAT = "gemini"
 PRIORITY = 60
@@ -37,9 +38,9 @@ def sniff(records: list[Any]) -> bool:
     return False
 
 
-def stats_usage(stats: dict[str, Any]) -> TokenUsage:
-    return TokenUsage(input=count(stats.get("input_tokens")), output=count(stats.get("output_tokens")),
-                      cache_read=count(stats.get("cached")))
+def stats_usage(stats: dict[str, Any]) -> Usage:
+    return Usage(input_tokens=count(stats.get("input_tokens")), output_tokens=count(stats.get("output_tokens")),
+                 cache_read_tokens=count(stats.get("cached")))
 
 
 def tool_call(record: dict[str, Any], files: Files) -> ToolCall:

@@ -22,12 +22,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from rooftop.transcripts.build import Builder, count, items, mapping, string, text_of, total, usage_sum, when
+from rooftop.transcripts.build import Builder, count, items, mapping, string, text_of, total, when
 from rooftop.transcripts.diffs import Files
-from rooftop.transcripts.events import Role, Session, TokenUsage, ToolResult
+from rooftop.transcripts.events import Role, Session, ToolResult
 from rooftop.transcripts.lines import Record
 from rooftop.transcripts.parsers import PARSERS, Parser
 from rooftop.transcripts.parsers.gemini import tool_call
+from rooftop.transcripts.usage import Usage, usage_sum
 
 FORMAT = "gemini_native"
 PRIORITY = 60
@@ -48,12 +49,12 @@ def _header(r: Any) -> bool:
     return isinstance(r, dict) and "sessionId" in r and "projectHash" in r and "messages" not in r
 
 
-def tokens(value: Any) -> TokenUsage | None:
+def tokens(value: Any) -> Usage | None:
     if not isinstance(value, dict):
         return None
     thoughts = count(value.get("thoughts"))  # billed as output, counted apart from it
-    return TokenUsage(input=count(value.get("input")), output=total(count(value.get("output")), thoughts),
-                      cache_read=count(value.get("cached")), reasoning=thoughts)
+    return Usage(input_tokens=count(value.get("input")), output_tokens=total(count(value.get("output")), thoughts),
+                 cache_read_tokens=count(value.get("cached")), reasoning_tokens=thoughts)
 
 
 def _result_text(call: dict[str, Any]) -> str:

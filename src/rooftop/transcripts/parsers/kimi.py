@@ -28,13 +28,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rooftop.transcripts.build import Builder, arguments, count, items, mapping, string, text_of, usage_sum
+from rooftop.transcripts.build import Builder, arguments, count, items, mapping, string, text_of
 from rooftop.transcripts.diffs import Files
-from rooftop.transcripts.events import Session, TokenUsage, ToolCall, ToolResult
+from rooftop.transcripts.events import Session, ToolCall, ToolResult
 from rooftop.transcripts.lines import Record, head, records
 from rooftop.transcripts.parsers import PARSERS, Parser
 from rooftop.transcripts.parsers.kimi_wire import Step, Wire, task_of
 from rooftop.transcripts.parsers.kimi_wire import sniff as wire_sniff
+from rooftop.transcripts.usage import Usage, usage_sum
 
 FORMAT = "kimi"
 PRIORITY = 45
@@ -132,7 +133,7 @@ class _Steps:
     def __init__(self, steps: list[Step]) -> None:
         self.steps, self.next = steps, 0
 
-    def take(self, ids: set[str]) -> TokenUsage | None:
+    def take(self, ids: set[str]) -> Usage | None:
         for i in range(self.next, len(self.steps)):
             step = self.steps[i]
             if (ids & step.calls) if ids else not step.calls:
@@ -156,6 +157,15 @@ def parse_files(paths: Sequence[str | Path]) -> Session:
     session = parse(records(main), str(main), wire)
     nest_subagents(session, Path(main), tasks, wire)
     return session
+
+
+def run_usage(stream: Path, wires: Iterable[Path]) -> Usage:
+    """A print-mode run's usage: the steps its wire logs counted (its stream has no usage; a
+    subagent with a wire log of its own is counted there), and a model call per assistant message
+    of its stream."""
+    steps = [step.usage for path in wires for step in Wire().read(records(path)).steps]
+    calls = sum(1 for event in parse(records(stream), str(stream)).events if event.kind == "assistant")
+    return usage_sum(steps).model_copy(update={"turns": calls})
 
 
 def subagent_tasks(wire: str | Path) -> list[str]:

@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from rooftop.transcripts.build import Builder, arguments, count, items, mapping, string, text_of, total, usage_sum, when
+from rooftop.transcripts.build import Builder, arguments, count, items, mapping, string, text_of, total, when
 from rooftop.transcripts.diffs import snippet
-from rooftop.transcripts.events import Session, TokenUsage, ToolCall, ToolResult
+from rooftop.transcripts.events import Session, ToolCall, ToolResult
 from rooftop.transcripts.lines import Record
 from rooftop.transcripts.parsers import PARSERS, Parser
+from rooftop.transcripts.usage import Usage, usage_sum
 
 FORMAT = "kimi_wire"
 PRIORITY = 40
@@ -38,13 +39,13 @@ def sniff(records: list[Any]) -> bool:
     return False
 
 
-def step_usage(payload: dict[str, Any]) -> TokenUsage | None:
+def step_usage(payload: dict[str, Any]) -> Usage | None:
     used = payload.get("token_usage")
     if not isinstance(used, dict):
         return None
     read, write = count(used.get("input_cache_read")), count(used.get("input_cache_creation"))
-    return TokenUsage(input=total(count(used.get("input_other")), read, write), output=count(used.get("output")),
-                      cache_read=read, cache_write=write)
+    return Usage(input_tokens=total(count(used.get("input_other")), read, write),
+                 output_tokens=count(used.get("output")), cache_read_tokens=read, cache_write_tokens=write)
 
 
 def display_diff(payload: dict[str, Any]) -> tuple[str | None, str | None]:
@@ -65,7 +66,7 @@ def task_of(payload: dict[str, Any]) -> str | None:
 class Step:
     """One step of the wire log: its usage and the ids of the tool calls it made."""
 
-    usage: TokenUsage
+    usage: Usage
     calls: set[str] = field(default_factory=set)
 
 
@@ -111,7 +112,7 @@ class Wire:
             self.diffs[payload["tool_call_id"]] = display_diff(payload)
 
     @property
-    def usage(self) -> TokenUsage:
+    def usage(self) -> Usage:
         """Every step's usage, the subagents' included: what the session spent."""
         return usage_sum([*(step.usage for step in self.steps), *(task.usage for task in self.tasks.values())])
 

@@ -18,11 +18,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from rooftop.transcripts.build import Builder, amount, count, items, mapping, string, text_of, total, usage_sum, when
+from rooftop.transcripts.build import Builder, amount, count, items, mapping, string, text_of, total, when
 from rooftop.transcripts.diffs import Files
-from rooftop.transcripts.events import Session, TokenUsage, ToolCall, ToolResult
+from rooftop.transcripts.events import Session, ToolCall, ToolResult
 from rooftop.transcripts.lines import Record
 from rooftop.transcripts.parsers import PARSERS, Parser
+from rooftop.transcripts.usage import Usage, usage_sum
 
 FORMAT = "opencode"
 PRIORITY = 30
@@ -33,13 +34,13 @@ def sniff(records: list[Any]) -> bool:
     return any(isinstance(r, dict) and string(r.get("type")) in TYPES and "sessionID" in r for r in records)
 
 
-def step_usage(part: dict[str, Any]) -> TokenUsage:
+def step_usage(part: dict[str, Any]) -> Usage:
     """A step's tokens: opencode's `input` leaves out the cached part, ours includes it."""
     used = mapping(part, "tokens")
     cache = mapping(used, "cache")
     read, write = count(cache.get("read")), count(cache.get("write"))
-    return TokenUsage(input=total(count(used.get("input")), read, write), output=count(used.get("output")),
-                      cache_read=read, cache_write=write, reasoning=count(used.get("reasoning")))
+    return Usage(input_tokens=total(count(used.get("input")), read, write), output_tokens=count(used.get("output")),
+                 cache_read_tokens=read, cache_write_tokens=write, reasoning_tokens=count(used.get("reasoning")))
 
 
 def _reasoning(part: dict[str, Any]) -> str | None:
@@ -93,7 +94,7 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
                 spent = amount(part.get("cost"))
                 if spent is not None:
                     cost, costed = cost + spent, True
-                usage: TokenUsage | None = step_usage(part)
+                usage: Usage | None = step_usage(part)
                 if b.charge(usage, step):
                     usage = None
                 b.add(line, "system", kind, text=last_reason, usage=usage, **stamp)

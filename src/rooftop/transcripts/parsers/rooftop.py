@@ -12,24 +12,16 @@ finished or ran out of turns.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
-from rooftop.transcripts.build import (
-    Builder,
-    amount,
-    arguments,
-    count,
-    items,
-    mapping,
-    string,
-    text_of,
-    usage_sum,
-    when,
-)
+from rooftop.transcripts.build import Builder, amount, arguments, count, items, mapping, string, text_of, when
 from rooftop.transcripts.diffs import Files
-from rooftop.transcripts.events import Session, TokenUsage, ToolCall, ToolResult
-from rooftop.transcripts.lines import Record
+from rooftop.transcripts.events import Session, ToolCall, ToolResult
+from rooftop.transcripts.lines import Record, records
 from rooftop.transcripts.parsers import PARSERS, Parser
+from rooftop.transcripts.spent import spent
+from rooftop.transcripts.usage import Usage, usage_sum
 
 FORMAT = "rooftop"
 PRIORITY = 10
@@ -49,12 +41,12 @@ def sniff(records: list[Any]) -> bool:
     return False
 
 
-def tokens(record: dict[str, Any]) -> TokenUsage | None:
+def tokens(record: dict[str, Any]) -> Usage | None:
     """rooftop's own usage fields (`input_tokens` is the whole prompt, cached part included)."""
-    usage = TokenUsage(input=count(record.get("input_tokens")), output=count(record.get("output_tokens")),
-                       cache_read=count(record.get("cache_read_tokens")),
-                       reasoning=count(record.get("reasoning_tokens")))
-    return usage if usage != TokenUsage() else None
+    usage = Usage(input_tokens=count(record.get("input_tokens")), output_tokens=count(record.get("output_tokens")),
+                  cache_read_tokens=count(record.get("cache_read_tokens")),
+                  reasoning_tokens=count(record.get("reasoning_tokens")))
+    return usage if usage != Usage() else None
 
 
 def _call(raw: Any, files: Files) -> ToolCall:
@@ -100,6 +92,8 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
                 b.add(line, "result", f"result.{record.get('reason')}", text=None, **at)
                 s.duration_s = amount(record.get("wall_s"))
                 s.completed = record.get("finished") is True or record.get("reason") == "max_turns"
+                s.reported_turns = count(record.get("turns"))
+                s.reported_turns_label = "turns in its result event"
             else:
                 b.raw(line, record, str(kind or ""))
     s.usage = (tokens(result) if result is not None else None) or usage_sum(e.usage for e in s.events)
@@ -109,3 +103,12 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
 
 
 PARSERS.add(FORMAT, Parser(FORMAT, PRIORITY, sniff, parse))
+
+
+def run_usage(transcript: Path) -> Usage:
+    """A run's usage: its result event's totals and turns; a killed session's calls summed, each
+    assistant message one model call."""
+    session = parse(records(transcript), str(transcript))
+    calls = sum(1 for event in session.events if event.role == "assistant")
+    turns = session.reported_turns if session.reported_turns is not None else calls if session.events else None
+    return spent(session, turns)
