@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, fixture_problem
 
-from rooftop.agents.adapters.base import Usage
 from rooftop.agents.record import AgentRun, Grade
 from rooftop.measure.measurement import TimingStats
 from rooftop.pipeline.job import Settings
@@ -21,6 +20,7 @@ from rooftop.score.roofline import floor_seconds
 from rooftop.service.jobs import SourceSnapshot
 from rooftop.service.queue import JobQueue, JobState
 from rooftop.store.db import Store
+from rooftop.transcripts.usage import Usage
 from rooftop.verdict import Environment, ShapeResult, Status, Summary, Verdict
 
 H100 = "NVIDIA H100 80GB HBM3"
