@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from rooftop.agents.reply import extract_code, reply_task
 from rooftop.env.core import shape_groups
@@ -36,6 +36,7 @@ from rooftop.errors import UserError
 from rooftop.pipeline.job import DeviceChoice, Settings
 from rooftop.score.reward import REWARDS, compute_reward
 from rooftop.service.jobs import MAX_SOURCE_BYTES, SourceSnapshot
+from rooftop.transcripts.usage import Usage
 from rooftop.verdict import Status
 
 if TYPE_CHECKING:
@@ -98,16 +99,44 @@ class Node(BaseModel):
     completion_tokens: int = 0
 
 
-class Usage(BaseModel):
+class Queries(BaseModel):
+    """What a search's model queries took: HTTP requests, retries, failed queries, and their tokens
+    (prompt and completion only: that is all it reads of a reply's usage). summary.json has always
+    written the tokens beside the counts, as `prompt_tokens` and `completion_tokens`, and still does."""
+
     requests: int = 0  # HTTP requests made, retries included
     retries: int = 0
     failed_queries: int = 0  # queries that got no reply after every retry
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+    tokens: Usage = Usage()
 
-    def add(self, other: Usage) -> None:
-        for name in Usage.model_fields:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+    @model_validator(mode="before")
+    @classmethod
+    def _from_summary(cls, data: Any) -> Any:
+        if isinstance(data, dict) and ("prompt_tokens" in data or "completion_tokens" in data):
+            data = dict(data)
+            data["tokens"] = Usage(input_tokens=data.pop("prompt_tokens", 0),
+                                   output_tokens=data.pop("completion_tokens", 0))
+        return data
+
+    @model_serializer(mode="wrap")
+    def _as_summary(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        written = handler(self)
+        del written["tokens"]
+        return {**written, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.tokens.input_tokens or 0
+
+    @property
+    def completion_tokens(self) -> int:
+        return self.tokens.output_tokens or 0
+
+    def add(self, other: Queries) -> None:
+        self.requests += other.requests
+        self.retries += other.retries
+        self.failed_queries += other.failed_queries
+        self.tokens = self.tokens + other.tokens
 
 
 class Graded(BaseModel):
@@ -135,7 +164,7 @@ class ProblemSummary(BaseModel):
     best_speedup: float | None = None
     run_shapes: str
     graded: Graded | None = None
-    usage: Usage = Usage()
+    usage: Queries = Queries()
     finished_s: float = 0.0  # seconds from the search's start to the last node
 
 
@@ -146,7 +175,7 @@ class SearchSummary(BaseModel):
     endpoint: str
     config: SearchConfig
     problems: list[ProblemSummary]
-    usage: Usage
+    usage: Queries
 
 
 # -- pure parts ---------------------------------------------------------------------------------
@@ -205,7 +234,7 @@ class _Outcome:
 @dataclass
 class _Reply:
     text: str | None
-    usage: Usage
+    usage: Queries
     seconds: float
     error: str | None = None
 
@@ -224,7 +253,7 @@ class _Problem:
     feedback: dict[int, str] = field(default_factory=dict)  # node id -> rendered view of its evaluation
     children: dict[int, int] = field(default_factory=dict)
     seen: dict[str, tuple[int, asyncio.Future[_Outcome]]] = field(default_factory=dict)
-    usage: Usage = field(default_factory=Usage)
+    usage: Queries = field(default_factory=Queries)
     finished_s: float = 0.0
 
     def reserve(self, budget: int) -> int | None:
@@ -360,7 +389,7 @@ class _Search:
         """One query: transient failures are retried with backoff; a refused key or model stops the search."""
         import openai
 
-        usage, started, error = Usage(), time.monotonic(), ""
+        usage, started, error = Queries(), time.monotonic(), ""
         # sent only when set (some servers refuse a null); the body's extra keys take it on any SDK version
         cap = None if self.config.max_tokens is None else {"max_tokens": self.config.max_tokens}
         for attempt in range(self.config.retries + 1):
@@ -387,8 +416,8 @@ class _Search:
                 error = f"{type(exc).__name__}: {exc}"
                 continue
             if response.usage is not None:
-                usage.prompt_tokens += response.usage.prompt_tokens
-                usage.completion_tokens += response.usage.completion_tokens
+                usage.tokens = usage.tokens + Usage(input_tokens=response.usage.prompt_tokens,
+                                                    output_tokens=response.usage.completion_tokens)
             text = response.choices[0].message.content if response.choices else None
             return _Reply(text or "", usage, time.monotonic() - started)
         usage.failed_queries += 1
@@ -473,7 +502,7 @@ async def search(problems: list[Problem], evaluator: Evaluator, client: AsyncOpe
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     run = _Search(evaluator, client, config, out, on_node, on_problem)
     summaries = await _all(run.run(p, folders[p.name]) for p in unique)
-    usage = Usage()
+    usage = Queries()
     for s in summaries:
         usage.add(s.usage)
     summary = SearchSummary(started_at=started_at, seconds=run.now(), device=evaluator.device,
