@@ -16,6 +16,6 @@ def spent(session: Session, turns: int | None = None) -> Usage:
     return session.usage.model_copy(update={"cost_usd": session.cost_usd, "turns": turns})
 
 
-def model_calls(session: Session) -> int | None:
+def counted_calls(session: Session) -> int | None:
     """The model calls of a session: its events carrying a call's usage (None where it has none)."""
     return sum(1 for event in session.events if event.usage is not None) or None

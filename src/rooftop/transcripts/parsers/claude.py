@@ -7,8 +7,10 @@ events without text). A line carrying `parent_tool_use_id` was written by the su
 started: its event gets that call's id as `parent` and `sidechain`.
 
 Session usage: the `result` line's `modelUsage` summed over models, which counts subagents and
-matches `total_cost_usd`; its `usage` counts the main thread only. Without a result line (a killed
-session), the per-message usage stands in, counted once per message id.
+matches `total_cost_usd`; its `usage` counts the main thread only. Without a result line that
+carries either (a killed session), the per-message usage stands in, counted once per message id.
+`run_usage` is what the `claude` adapter records for a run: the same, with the cost and turns, and
+for a killed session each call's final figures from Claude Code's own session files.
 """
 
 from __future__ import annotations

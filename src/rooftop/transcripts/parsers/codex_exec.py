@@ -8,7 +8,8 @@ has no model, no timestamps and no file contents (`file_change` names paths only
 session's rollout file has them, which is why `detect.load` prefers it for a run folder.
 
 Usage is the sum of the turns' `turn.completed` usage; the session completed when its last turn
-did and nothing failed after it.
+did and nothing failed after it. `run_usage` is what the `codex` adapter records for a run: its
+rollouts' usage where they counted any call, else the stream's.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from rooftop.transcripts.events import Session, ToolCall, ToolResult
 from rooftop.transcripts.lines import Record, records
 from rooftop.transcripts.parsers import PARSERS, Parser, codex_rollout
 from rooftop.transcripts.parsers.codex_rollout import tokens
-from rooftop.transcripts.spent import model_calls, spent
+from rooftop.transcripts.spent import counted_calls, spent
 from rooftop.transcripts.usage import Usage, usage_sum
 
 FORMAT = "codex_exec"
@@ -133,5 +134,5 @@ def run_usage(stream: Path, rollouts: Iterable[Path]) -> Usage:
     and survive a kill, each with its model calls; without a rollout that counted a call, the
     stream's turns."""
     sessions = [codex_rollout.parse(records(path), str(path)) for path in rollouts]
-    counted = [spent(session, calls) for session in sessions if (calls := model_calls(session))]
+    counted = [spent(session, calls) for session in sessions if (calls := counted_calls(session))]
     return usage_sum(counted) if counted else parse(records(stream), str(stream)).usage
