@@ -250,11 +250,12 @@ def test_a_shape_timed_right_after_the_solutions_last_call_skips_only_the_warm_u
 
     policy = TimingPolicy()
     now = time.monotonic()
-    warm = timing.warm_start(SimpleNamespace(device="cuda", last_call=now - 0.01), policy)
+    warm = timing.warm_start(SimpleNamespace(device="cuda", calls=SimpleNamespace(last=now - 0.01)), policy)
     assert warm.warmup_seconds == 0.0 and warm.warmup_calls == policy.warmup_calls > 0
     assert policy.warmup_seconds > 0  # the gate's own policy is left alone
-    for ev in (SimpleNamespace(device="cuda", last_call=now - 2 * timing.STILL_WARM - 1.0),
-               SimpleNamespace(device="cuda", last_call=None), SimpleNamespace(device="cpu", last_call=now)):
+    for ev in (SimpleNamespace(device="cuda", calls=SimpleNamespace(last=now - 2 * timing.STILL_WARM - 1.0)),
+               SimpleNamespace(device="cuda", calls=SimpleNamespace(last=None)),
+               SimpleNamespace(device="cpu", calls=SimpleNamespace(last=now))):
         assert timing.warm_start(ev, policy) == policy
     sampler = Sampler(warm)
     assert sampler.warming

@@ -111,7 +111,8 @@ def _floor(untimed_us: float, harness_us: list[float], after_us: list[float], re
     from rooftop.verdict import ShapeResult
 
     shape = Shape(name="s", params={})
-    ev = SimpleNamespace(harness_cost={"s": [x / 1e6 for x in harness_us]}, verdict=SimpleNamespace(warnings=[]),
+    ev = SimpleNamespace(setup=SimpleNamespace(harness_cost={"s": [x / 1e6 for x in harness_us]}),
+                         verdict=SimpleNamespace(warnings=[]),
                          device=device)
     result = ShapeResult(shape="s", params={}, split="visible")
     result.candidate = SimpleNamespace(median=reported_us / 1e6)
@@ -144,7 +145,8 @@ def test_a_cpu_s_wall_floor_speaks_of_the_cpu_and_a_shared_one_says_nothing_was_
     monkeypatch.setattr(timing, "sample_load", lambda pids: None)
     monkeypatch.setattr(timing, "assess", lambda *args: SimpleNamespace(contended=True, reasons=["busy"]))
     monkeypatch.setattr(timing.time, "sleep", lambda seconds: None)
-    ev = SimpleNamespace(device="cpu", cpu_load=None, own_pids=lambda: [], verdict=SimpleNamespace(warnings=[]))
+    ev = SimpleNamespace(device="cpu", setup=SimpleNamespace(cpu_load=None), own_pids=lambda: [],
+                         verdict=SimpleNamespace(warnings=[]))
     result = ShapeResult(shape="s", params={}, split="visible")
     result.candidate = result.reference = SimpleNamespace(samples=[])
     timing.time_shape(ev, Shape(name="s", params={}), result, None, False)
@@ -175,7 +177,8 @@ def test_on_a_cpu_the_wall_floor_rejects_only_what_a_quiet_machine_timed_twice(m
     monkeypatch.setattr(timing, "sample_load", lambda pids: None)
     monkeypatch.setattr(timing, "assess", lambda *args: SimpleNamespace(contended=contended, reasons=["busy"]))
     monkeypatch.setattr(timing.time, "sleep", lambda seconds: None)
-    ev = SimpleNamespace(device="cpu", cpu_load=None, own_pids=lambda: [], verdict=SimpleNamespace(warnings=[]))
+    ev = SimpleNamespace(device="cpu", setup=SimpleNamespace(cpu_load=None), own_pids=lambda: [],
+                         verdict=SimpleNamespace(warnings=[]))
     result = ShapeResult(shape="s", params={}, split="visible")
     result.candidate = result.reference = SimpleNamespace(samples=[])
     if contended:

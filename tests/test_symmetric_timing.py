@@ -13,8 +13,8 @@ import pytest
 
 from rooftop.integrity import seal
 from rooftop.measure.timer import CudaEventClock
-from rooftop.pipeline.trusted.gates import _trace_reference
 from rooftop.pipeline.trusted.reference import TrustedReference
+from rooftop.pipeline.trusted.setup import trace_reference
 from rooftop.problem.registry import resolve
 
 
@@ -84,8 +84,8 @@ def test_a_call_s_inputs_are_made_after_its_spin_and_before_its_flush():
 
 
 def _ev(checks: bool) -> Any:
-    trusted = SimpleNamespace(traced=False, device="cuda:0")
-    return SimpleNamespace(trusted=trusted, settings=SimpleNamespace(checks=checks),
+    reference = SimpleNamespace(traced=False, device="cuda:0")
+    return SimpleNamespace(setup=SimpleNamespace(reference=reference), settings=SimpleNamespace(checks=checks),
                           verdict=SimpleNamespace(warnings=[]))
 
 
@@ -97,8 +97,8 @@ def _ev(checks: bool) -> Any:
 def test_the_reference_is_traced_exactly_when_the_candidate_is(monkeypatch, checks, child_untraced, traced):
     monkeypatch.setattr("rooftop.measure.timer.native_timer", lambda device: (FakeTimer(), ""))
     ev = _ev(checks)
-    _trace_reference(ev, traced=checks and not child_untraced)
-    assert ev.trusted.traced is traced
+    trace_reference(ev, traced=checks and not child_untraced)
+    assert ev.setup.reference.traced is traced
     assert ev.verdict.warnings == []
 
 
@@ -106,7 +106,7 @@ def test_a_reference_that_cannot_carry_the_tracer_the_candidate_carries_is_said_
     monkeypatch.setattr("rooftop.measure.timer.native_timer",
                         lambda device: (None, "building the sealed timer failed: no cc"))
     ev = _ev(True)
-    _trace_reference(ev, traced=True)
+    trace_reference(ev, traced=True)
     assert len(ev.verdict.warnings) == 1
     warning = ev.verdict.warnings[0]
     assert warning.startswith("[trace]") and "no cc" in warning and "against the candidate" in warning
@@ -268,19 +268,19 @@ def test_the_side_whose_block_runs_first_alternates_from_block_to_block(monkeypa
 
     def block(ev, shape, seeds, **options):
         blocks.append([(shape.name, runs[0])])
-        real_run = ev.trusted.run_block
+        real_run = ev.setup.reference.run_block
 
         def run(*args, **kwargs):
             blocks[-1].append("reference")
             return real_run(*args, **kwargs)
 
-        monkeypatch.setattr(ev.trusted, "run_block", run)
+        monkeypatch.setattr(ev.setup.reference, "run_block", run)
         inside[0] = True
         try:
             return real_block(ev, shape, seeds, **options)
         finally:
             inside[0] = False
-            monkeypatch.setattr(ev.trusted, "run_block", real_run)
+            monkeypatch.setattr(ev.setup.reference, "run_block", real_run)
 
     def request(ev, block_request):
         if inside[0]:

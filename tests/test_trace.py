@@ -18,6 +18,7 @@ from rooftop.integrity.cupti import (
     split_calls,
 )
 from rooftop.pipeline.child.call import _summary
+from rooftop.pipeline.trusted.context import TraceLog
 from rooftop.pipeline.trusted.tracing import TRACE_EVERY, Noted, judge_call, note_calls, take_trace
 from rooftop.pipeline.wire import CallTrace, Kernel, TraceReply
 from rooftop.verdict import GateFailed, Status
@@ -141,9 +142,8 @@ class _Child:
 
 
 def _ev(reply: TraceReply, untraced: str = "") -> SimpleNamespace:
-    return SimpleNamespace(device="cuda", settings=SimpleNamespace(checks=True), untraced=untraced, trace_pending=[],
-                           trace_listed=None, traced_calls=0, trace_late=[], trace_warned=0, listed_kernels={},
-                           session=_Child(reply), state=SimpleNamespace(deadline=0.0),
+    return SimpleNamespace(device="cuda", settings=SimpleNamespace(checks=True), trace=TraceLog(untraced=untraced),
+                           setup=SimpleNamespace(child=_Child(reply)), state=SimpleNamespace(deadline=0.0),
                            verdict=SimpleNamespace(warnings=[]))
 
 
@@ -153,12 +153,12 @@ def test_calls_are_taken_in_batches_and_the_listed_call_named_only_afterwards():
     ev = _ev(TraceReply(calls=[honest] * TRACE_EVERY, kernels=kernels))
     note_calls(ev, "s", [10e-6] * 3)
     note_calls(ev, "s", [10e-6] * (TRACE_EVERY - 4), listed=2)
-    assert ev.session.requests == []  # nothing asked while the calls run
+    assert ev.setup.child.requests == []  # nothing asked while the calls run
     note_calls(ev, "s", [10e-6])
-    [request] = ev.session.requests
+    [request] = ev.setup.child.requests
     assert request.detail == 5
-    assert ev.traced_calls == TRACE_EVERY and ev.trace_pending == []
-    assert ev.listed_kernels["s"] == (kernels, 10e-6)
+    assert ev.trace.calls == TRACE_EVERY and ev.trace.pending == []
+    assert ev.trace.listed_kernels["s"] == (kernels, 10e-6)
 
 
 def test_a_block_is_noted_whole_before_its_calls_are_taken():
@@ -167,8 +167,8 @@ def test_a_block_is_noted_whole_before_its_calls_are_taken():
     ev = _ev(TraceReply(calls=[_trace(10.0)] * (TRACE_EVERY + 3)))
     note_calls(ev, "s", [10e-6] * (TRACE_EVERY - 2))
     note_calls(ev, "s", [10e-6] * 5)
-    [request] = ev.session.requests
-    assert ev.traced_calls == TRACE_EVERY + 3 and ev.trace_pending == []
+    [request] = ev.setup.child.requests
+    assert ev.trace.calls == TRACE_EVERY + 3 and ev.trace.pending == []
 
 
 @pytest.mark.parametrize("reply, words", [
@@ -198,8 +198,8 @@ def test_a_rare_late_call_is_a_warning_and_enough_of_them_a_rejection():
     """The GPU's timestamps put an honest call a few us past its time now and then: one such call
     in many is a warning; three that are also 2 % of the calls traced are a rejection."""
     def take(traces: list[CallTrace]) -> None:
-        ev.session.reply = TraceReply(calls=traces)
-        ev.trace_pending = [Noted("s", 10e-6)] * len(traces)
+        ev.setup.child.reply = TraceReply(calls=traces)
+        ev.trace.pending = [Noted("s", 10e-6)] * len(traces)
         take_trace(ev)
 
     ev = _ev(TraceReply())

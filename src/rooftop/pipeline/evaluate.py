@@ -17,7 +17,7 @@ from rooftop.environment import parent_environment
 from rooftop.errors import UserError
 from rooftop.pipeline.events import EvaluationFinished, EvaluationStarted, EventSink, ignore
 from rooftop.pipeline.job import SHAPE_GROUPS, DeviceChoice, DeviceType, EvalJob, Settings
-from rooftop.pipeline.trusted.context import Evaluation, RunState, Seeds
+from rooftop.pipeline.trusted.context import CallLog, Evaluation, RunState, Seeds
 from rooftop.pipeline.trusted.runner import GateRunner
 from rooftop.problem.spec import Problem, Shape, Split, cpu_refusal
 from rooftop.solution.loader import Solution
@@ -107,14 +107,13 @@ def prepare(problem: Problem, solution: Solution, settings: Settings, device: De
     verdict = Verdict(status=Status.internal_error, reward=None, problem=problem.name,
                       problem_version=problem.spec.version, solution=str(solution.path),
                       baseline=problem.spec.baseline,
-                      source_hash=solution.source_hash, languages=list(solution.languages),
+                      source_hash=solution.source_hash, languages=[x.value for x in solution.languages],
                       shapes_selected=which, reward_fn=settings.reward_fn,
                       graphs=settings.graphs and device == "cuda", figures=problem.spec.figures)
-    results = {s.name: ShapeResult(shape=s.name, split=s.split.value, params=s.params) for s in shapes}
-    verdict.shapes = list(results.values())
-    return Evaluation(problem=problem, solution=solution, settings=settings, device=device, shapes=shapes,
-                      verdict=verdict, state=RunState(emit=events, cancel=cancel), results=results,
-                      job=make_job(problem, solution, settings, device, shapes), seeds=Seeds(settings.seed))
+    verdict.shapes = [ShapeResult(shape=s.name, split=s.split.value, params=s.params) for s in shapes]
+    return Evaluation(problem=problem, solution=solution, settings=settings, verdict=verdict,
+                      job=make_job(problem, solution, settings, device, shapes),
+                      state=RunState(emit=events, cancel=cancel), calls=CallLog(seeds=Seeds(settings.seed)))
 
 
 def make_job(problem: Problem, solution: Solution, settings: Settings, device: DeviceType,
@@ -135,17 +134,17 @@ def finish(ev: Evaluation, started: float) -> Verdict:
 
     verdict = ev.verdict
     if verdict.environment is None:
-        verdict.environment = parent_environment(ev.device, ev.solution, ran=ev.session is not None)
-    if ev.session is None:
+        verdict.environment = parent_environment(ev.device, ev.solution, ran=ev.setup.child is not None)
+    if ev.setup.child is None:
         verdict.sandbox = "not started"  # refused before any child ran: no sandbox was needed
     verdict.wall_seconds = time.monotonic() - started
     verdict.phases = {k: round(v, 4) for k, v in ev.phases.items()}
-    if ev.trusted is not None and ev.inputs_checked:
+    if ev.setup.reference is not None and ev.calls.inputs_checked:
         where = f"made by get_inputs on another device and copied to {ev.device}" \
-            if ev.trusted.instance.moved_inputs else f"made on {ev.device}"
+            if ev.setup.reference.instance.moved_inputs else f"made on {ev.device}"
         verdict.inputs = (f"{where} by both sides from each call's seed; bit-identical at the sampled positions "
-                          f"of all {ev.inputs_checked} checked calls")
-    verdict.traced_calls = ev.traced_calls
+                          f"of all {ev.calls.inputs_checked} checked calls")
+    verdict.traced_calls = ev.trace.calls
     if verdict.summary.shapes == 0:
         verdict.summary.shapes = len(verdict.shapes)
         verdict.summary.correct_shapes = sum(1 for r in verdict.shapes if r.correct)

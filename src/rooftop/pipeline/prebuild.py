@@ -19,13 +19,12 @@ from rooftop.environment import mode_for
 from rooftop.pipeline.evaluate import finish, prepare, select_shapes
 from rooftop.pipeline.events import ignore
 from rooftop.pipeline.job import DeviceType, Settings
-from rooftop.pipeline.trusted.context import Evaluation
-from rooftop.pipeline.trusted.gates import BuildGate, StaticGate, hand_over_and_build
+from rooftop.pipeline.trusted.gates import BuildGate, StaticGate
 from rooftop.pipeline.trusted.runner import GateRunner
-from rooftop.pipeline.trusted.spawn import start_child
-from rooftop.problem.spec import Problem, Shape
+from rooftop.pipeline.trusted.setup import set_up_build_only
+from rooftop.problem.spec import Problem
 from rooftop.solution.loader import Solution, needs_build
-from rooftop.verdict import Environment, Gate, GateRecord, Status, Verdict
+from rooftop.verdict import Environment, Gate, Status, Verdict
 
 # build-gate statuses the device would give too
 FINAL_BUILD = {Status.compile_error, Status.timeout, Status.needs_gpu}
@@ -50,27 +49,20 @@ class Prebuilt(BaseModel):
 
 
 class CompileGate(BuildGate):
-    """The build gate without the trusted side: no reference, no device memory, no GPU."""
+    """The build gate of a child that only builds: it needs no GPU (set_up_build_only starts it)."""
 
     holds_device = False
-
-    def run(self, ev: Evaluation, shape: Shape | None = None) -> GateRecord:
-        assert ev.job is not None
-        ev.session = start_child(ev, build_only=True)
-        ev.session.hello(ev.state.deadline)
-        return hand_over_and_build(ev)
 
 
 def prebuild(problem: Problem, solution: Solution, settings: Settings, target: BuildTarget) -> Prebuilt:
     started = time.monotonic()
     which, shapes = select_shapes(problem, settings.shapes, target.device)
     ev = prepare(problem, solution, settings, target.device, which, shapes, ignore, None)
-    assert ev.job is not None
     ev.job = ev.job.model_copy(update={"capability": target.capability, "build_only": True})
     ev.verdict.environment = target.environment.model_copy(update={"mode": mode_for(target.device, solution)})
     gates = (StaticGate(), CompileGate()) if needs_build(solution.languages) else (StaticGate(),)
     try:
-        GateRunner(gates).run(ev)
+        GateRunner(gates, setup=set_up_build_only).run(ev)
     finally:
         ev.close()
     verdict = ev.verdict

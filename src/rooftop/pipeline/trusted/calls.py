@@ -49,17 +49,17 @@ def call(ev: Evaluation, shape: Shape, *, full: bool = False, audit: bool = Fals
     """One checked call of the candidate on fresh inputs, with the reference's output on them
     (`full`: the whole outputs land in shared memory and the inputs are compared too). Its kernels
     are traced like every call's (pipeline/trusted/tracing.py)."""
-    assert ev.session is not None and ev.trusted is not None
+    assert ev.setup.child is not None and ev.setup.reference is not None
     ev.state.check_cancel()
     checks = ev.settings.checks
-    seed = ev.seeds.next() if seed is None else seed
+    seed = ev.calls.seeds.next() if seed is None else seed
     inputs, expected = _reference(ev, shape, seed)
     landing = _landing(ev, expected) if full else None
     request = CallRequest(gate=ev.state.gate, shape=shape.name, seed=seed, full=full, audit=audit and checks,
                           check_inputs=full, probe=checks or full, reuse=not checks,
-                          landing=landing.spec if landing else None, pool_sets=ev.pool_sets.get(shape.name))
-    reply, wall = ev.session.request(request, CallReply, ev.state.deadline)
-    ev.last_call = time.monotonic()
+                          landing=landing.spec if landing else None, pool_sets=ev.setup.pool_sets.get(shape.name))
+    reply, wall = ev.setup.child.request(request, CallReply, ev.state.deadline)
+    ev.calls.last = time.monotonic()
     _check_reply(ev, shape, seed, reply, inputs if full else None, wall)
     spent(ev, "checked_calls", wall, reply)
     note_calls(ev, shape.name, [reply.seconds])
@@ -78,13 +78,13 @@ def call_block(ev: Evaluation, shape: Shape, seeds: list[int | None], *, audit: 
 
     Each call's wall time is the block's round trip shared evenly: the wall floor holds the
     block's untimed time, wherever in the block it was spent."""
-    assert ev.session is not None and ev.trusted is not None
+    assert ev.setup.child is not None and ev.setup.reference is not None
     ev.state.check_cancel()
     checks, graph = ev.settings.checks, ev.settings.graphs
-    drawn = [ev.seeds.next() if seed is None else seed for seed in seeds]
+    drawn = [ev.calls.seeds.next() if seed is None else seed for seed in seeds]
     request = BlockRequest(calls=[
         CallRequest(gate=ev.state.gate, shape=shape.name, seed=seed, audit=audit and checks and not graph,
-                    probe=checks, reuse=not checks, graph=graph, pool_sets=ev.pool_sets.get(shape.name))
+                    probe=checks, reuse=not checks, graph=graph, pool_sets=ev.setup.pool_sets.get(shape.name))
         for seed in drawn])
     if candidate_first:
         reply, wall, clock = _candidate_block(ev, request)
@@ -92,7 +92,8 @@ def call_block(ev: Evaluation, shape: Shape, seeds: list[int | None], *, audit: 
     reference_wall, reference_clock = 0.0, None
     if reference:
         started = time.perf_counter()
-        timed = list(ev.trusted.run_block(shape, drawn, graph=graph, pool_sets=ev.pool_sets.get(shape.name)))
+        timed = list(ev.setup.reference.run_block(shape, drawn, graph=graph,
+                                                  pool_sets=ev.setup.pool_sets.get(shape.name)))
         reference_wall = time.perf_counter() - started
         ev.add_time("reference", reference_wall)
         reference_clock = _sm_clock(ev)
@@ -116,14 +117,14 @@ def harness_costs(ev: Evaluation, shape: Shape, calls: int) -> list[float]:
     of no-op calls (inputs made, the clock's flush and spin, a call that returns its first input,
     the probes), less the clock's own time and spin. The wall floor (pipeline/trusted/timing.py) holds
     the candidate's calls to it."""
-    assert ev.session is not None
+    assert ev.setup.child is not None
     checks = ev.settings.checks
-    seed = ev.seeds.next()
+    seed = ev.calls.seeds.next()
     costs = []
     for _ in range(calls):  # blocks of one call: a longer block shares its round trip, and costs less per call
         request = BlockRequest(calls=[CallRequest(gate=ev.state.gate, shape=shape.name, noop=True, probe=True,
-                                                  seed=seed if not checks else ev.seeds.next(), reuse=not checks,
-                                                  pool_sets=ev.pool_sets.get(shape.name))])
+                                                  seed=seed if not checks else ev.calls.seeds.next(), reuse=not checks,
+                                                  pool_sets=ev.setup.pool_sets.get(shape.name))])
         block, wall = _request_block(ev, request)
         reply = block.calls[0]
         note_calls(ev, shape.name, [reply.seconds])
@@ -134,15 +135,15 @@ def harness_costs(ev: Evaluation, shape: Shape, calls: int) -> list[float]:
 def _candidate_block(ev: Evaluation, request: BlockRequest) -> tuple[BlockReply, float, float | None]:
     """The child's block: its replies, its trusted wall time and the SM clock just after it."""
     reply, wall = _request_block(ev, request)
-    ev.last_call = time.monotonic()
+    ev.calls.last = time.monotonic()
     return reply, wall, _sm_clock(ev)
 
 
 def _request_block(ev: Evaluation, request: BlockRequest) -> tuple[BlockReply, float]:
     """The child's replies to a block and the block's trusted wall time; a failure, or a reply
     count other than the block's, ends the gate."""
-    assert ev.session is not None
-    reply, wall = ev.session.request(request, BlockReply, ev.state.deadline)
+    assert ev.setup.child is not None
+    reply, wall = ev.setup.child.request(request, BlockReply, ev.state.deadline)
     if reply.failure is not None:
         raise GateFailed(reply.failure.status, *reply.failure.messages)
     if len(reply.calls) != len(request.calls):
@@ -160,14 +161,14 @@ def expect(ev: Evaluation, shape: Shape, called: Called) -> Called:
 
 def _reference(ev: Evaluation, shape: Shape, seed: int) -> tuple[list[Any], Any]:
     """The inputs of this seed and the reference's output on them, untimed."""
-    assert ev.trusted is not None
+    assert ev.setup.reference is not None
     made = time.perf_counter()
-    inputs = ev.trusted.inputs(shape, seed)
+    inputs = ev.setup.reference.inputs(shape, seed)
     ev.add_time("inputs", time.perf_counter() - made)
     started = time.perf_counter()
-    expected = ev.trusted.run(shape, inputs)
-    if ev.trusted.changed_inputs:  # the reference wrote its inputs: the checks need them as made
-        inputs = ev.trusted.inputs(shape, seed)
+    expected = ev.setup.reference.run(shape, inputs)
+    if ev.setup.reference.changed_inputs:  # the reference wrote its inputs: the checks need them as made
+        inputs = ev.setup.reference.inputs(shape, seed)
     ev.add_time("reference", time.perf_counter() - started)
     return inputs, expected
 
@@ -175,26 +176,26 @@ def _reference(ev: Evaluation, shape: Shape, seed: int) -> tuple[list[Any], Any]
 def _landing(ev: Evaluation, expected: Any) -> Landing | None:
     """Shared memory with a region per expected output (kept while the sizes stay the same); a new
     one's descriptor goes to the child before the request that names it."""
-    assert ev.session is not None and ev.trusted is not None
+    assert ev.setup.child is not None and ev.setup.reference is not None
     values = as_outputs(expected)
     if not all(type(v) is torch.Tensor for v in values):
         return None
     sizes = [nbytes(v) for v in values]
-    if ev.landing is not None and ev.landing.fits(sizes):
-        return ev.landing
-    if ev.landing is not None:
-        ev.landing.close()
-        ev.landing = None
+    if ev.setup.landing is not None and ev.setup.landing.fits(sizes):
+        return ev.setup.landing
+    if ev.setup.landing is not None:
+        ev.setup.landing.close()
+        ev.setup.landing = None
     try:
-        ev.landing = Landing(sizes, ev.trusted.device)
-        fd = ev.landing.export()
+        ev.setup.landing = Landing(sizes, ev.setup.reference.device)
+        fd = ev.setup.landing.export()
     except (LandingError, RuntimeError, OSError) as exc:
         raise GateFailed(Status.internal_error, f"[harness] {exc}")
     try:
-        ev.session.send_descriptor(fd)
+        ev.setup.child.send_descriptor(fd)
     finally:
         os.close(fd)
-    return ev.landing
+    return ev.setup.landing
 
 
 def _check_reply(ev: Evaluation, shape: Shape, seed: int, reply: CallReply, inputs: list | None, wall: float) -> None:
@@ -205,7 +206,7 @@ def _check_reply(ev: Evaluation, shape: Shape, seed: int, reply: CallReply, inpu
         raise GateFailed(Status.rejected, *reply.findings)
     wrong_inputs = same_inputs(inputs, reply.inputs) if inputs is not None else ""
     if inputs is not None and not wrong_inputs:
-        ev.inputs_checked += 1
+        ev.calls.inputs_checked += 1
     if wrong_inputs:
         raise GateFailed(Status.rejected, f"[inputs] shape '{shape.name}', seed {seed}: the inputs the child made "
                          f"differ from the trusted side's ({wrong_inputs}); get_inputs was altered in the child or "
@@ -228,8 +229,8 @@ def spent(ev: Evaluation, kind: str, wall: float, reply: CallReply) -> None:
 
 def _queue(ev: Evaluation) -> tuple[float, float]:
     """The trusted clock's last timed call: its host's seconds to queue the work, and the spin before it."""
-    assert ev.trusted is not None
-    clock = ev.trusted.clock
+    assert ev.setup.reference is not None
+    clock = ev.setup.reference.clock
     queued, hold = float(getattr(clock, "last_queued", 0.0)), float(getattr(clock, "last_hold", 0.0))
     if hold > 0.0:
         ev.add_time("reference_spin", hold)
@@ -237,9 +238,9 @@ def _queue(ev: Evaluation) -> tuple[float, float]:
 
 
 def _sm_clock(ev: Evaluation) -> float | None:
-    if ev.sm_clock is None:
+    if ev.setup.sm_clock is None:
         return None
     started = time.perf_counter()
-    mhz = ev.sm_clock.read()
+    mhz = ev.setup.sm_clock.read()
     ev.add_time("sm_clock_reads", time.perf_counter() - started)
     return mhz

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from rooftop.errors import RooftopError
 from rooftop.pipeline.events import EventSink, ignore
-from rooftop.pipeline.job import EvalJob, Settings
+from rooftop.pipeline.job import DeviceType, EvalJob, Settings
 from rooftop.problem.spec import Problem, Shape
 from rooftop.solution.loader import Solution
 from rooftop.verdict import Gate, ShapeResult, Verdict
@@ -71,40 +71,92 @@ class RunState:
 
 
 @dataclass
+class Setup:
+    """What the trusted side sets up for an evaluation before the gates that need it (the child,
+    the trusted reference, the memory plan, the harness's own cost per call, the clocks) and
+    releases when it closes."""
+
+    child: ChildSession | None = None
+    reference: TrustedReference | None = None
+    pool_sets: dict[str, int] = field(default_factory=dict)  # input sets per shape, from the memory plan
+    harness_cost: dict[str, list[float]] = field(default_factory=dict)  # no-op calls per shape, before the solution
+    sm_clock: SmClock | None = None
+    cpu_load: LoadSample | None = None  # machine load when CPU timing began (measure/contention.py)
+    landing: Landing | None = None  # where full calls write their outputs (check/landing.py)
+    scratch: Path | None = None  # the child's working folder
+    lease: DeviceLease | None = None  # this evaluation's hold on its GPU (pipeline/trusted/device_lease.py)
+
+    def close(self) -> None:
+        if self.child is not None:
+            self.child.close()
+        if self.landing is not None:
+            self.landing.close()
+            self.landing = None
+        if self.reference is not None:
+            self.reference.release()
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+        if self.lease is not None:  # last: the GPU is free for the next evaluation once all of this is gone
+            self.lease.release()
+
+
+@dataclass
+class TraceLog:
+    """The kernel tracer's account (pipeline/trusted/tracing.py): why the child does not trace its
+    calls ("" when it does), the calls whose traces are still to be taken and the one among them to
+    list in full, the calls judged, what was wrong with those that ended past their time and how
+    many of those were warned about, and each shape's listed kernels."""
+
+    untraced: str = "no evaluation child has said it traces its calls"
+    pending: list[Noted] = field(default_factory=list)
+    listed: int | None = None
+    calls: int = 0
+    late: list[str] = field(default_factory=list)
+    warned: int = 0
+    listed_kernels: dict[str, tuple[list[Kernel], float | None]] = field(default_factory=dict)
+
+
+@dataclass
+class CallLog:
+    """The candidate's calls so far: where their seeds come from, the seeds timing cycles over with
+    the checks off, how many checked calls had their inputs agree on both sides at the sampled
+    positions, and when (time.monotonic()) the child last answered one."""
+
+    seeds: Seeds = field(default_factory=lambda: Seeds(None))
+    checked_seeds: dict[str, list[int]] = field(default_factory=dict)
+    inputs_checked: int = 0
+    last: float | None = None
+
+
+@dataclass
 class Evaluation:
+    """One evaluation as the gates share it: what is judged (the problem, the solution, the
+    settings, the job the child gets, with its device and shapes), the verdict being written,
+    where the runner is, and the set-up, tracer and call accounts."""
+
     problem: Problem
     solution: Solution
     settings: Settings
-    device: str
-    shapes: list[Shape]
+    job: EvalJob
     verdict: Verdict
     state: RunState
-    results: dict[str, ShapeResult] = field(default_factory=dict)
-    job: EvalJob | None = None
-    session: ChildSession | None = None
-    trusted: TrustedReference | None = None
-    sm_clock: SmClock | None = None
-    seeds: Seeds = field(default_factory=lambda: Seeds(None))
-    checked_seeds: dict[str, list[int]] = field(default_factory=dict)  # checks off: the seeds timing cycles over
-    scratch: Path | None = None  # the child's working folder
-    cpu_load: LoadSample | None = None  # machine load when CPU timing began (measure/contention.py)
-    landing: Landing | None = None  # where full calls write their outputs (check/landing.py)
-    pool_sets: dict[str, int] = field(default_factory=dict)  # input sets per shape, from the memory plan
     phases: dict[str, float] = field(default_factory=dict)  # where the time went (seconds per phase)
-    harness_cost: dict[str, list[float]] = field(default_factory=dict)  # no-op calls per shape, before the solution
-    inputs_checked: int = 0  # checked calls whose inputs agreed on both sides at the sampled positions
-    last_call: float | None = None  # time.monotonic() when the child last answered a call of the solution
-    # the kernel tracer (pipeline/trusted/tracing.py): why the child does not trace its calls ("" when it does),
-    # the calls whose traces are still to be taken, the one among them to list in full, the calls judged,
-    # what was wrong with those that ended past their time and how many of those were warned about
-    untraced: str = "no evaluation child has said it traces its calls"
-    trace_pending: list[Noted] = field(default_factory=list)
-    trace_listed: int | None = None
-    traced_calls: int = 0
-    trace_late: list[str] = field(default_factory=list)
-    trace_warned: int = 0
-    listed_kernels: dict[str, tuple[list[Kernel], float | None]] = field(default_factory=dict)
-    lease: DeviceLease | None = None  # this evaluation's hold on its GPU (pipeline/trusted/device_lease.py)
+    setup: Setup = field(default_factory=Setup)
+    trace: TraceLog = field(default_factory=TraceLog)
+    calls: CallLog = field(default_factory=CallLog)
+
+    @property
+    def device(self) -> DeviceType:
+        return self.job.device
+
+    @property
+    def shapes(self) -> list[Shape]:
+        return self.job.shapes
+
+    @property
+    def results(self) -> dict[str, ShapeResult]:
+        """The verdict's shape results by shape name (the same objects)."""
+        return {result.shape: result for result in self.verdict.shapes}
 
     def add_time(self, phase: str, seconds: float) -> None:
         """Add to a phase that recurs (input making, reference calls)."""
@@ -112,17 +164,7 @@ class Evaluation:
 
     def own_pids(self) -> list[int]:
         """This process and the child (the load probe counts their descendants as theirs too)."""
-        return [os.getpid()] + ([self.session.proc.pid] if self.session is not None else [])
+        return [os.getpid()] + ([self.setup.child.proc.pid] if self.setup.child is not None else [])
 
     def close(self) -> None:
-        if self.session is not None:
-            self.session.close()
-        if self.landing is not None:
-            self.landing.close()
-            self.landing = None
-        if self.trusted is not None:
-            self.trusted.release()
-        if self.scratch is not None:
-            shutil.rmtree(self.scratch, ignore_errors=True)
-        if self.lease is not None:  # last: the GPU is free for the next evaluation once all of this is gone
-            self.lease.release()
+        self.setup.close()

@@ -19,13 +19,13 @@ from rooftop.verdict import GateFailed, SeedCheck, ShapeResult, Status
 def check_shape(ev: Evaluation, shape: Shape, result: ShapeResult) -> None:
     previous: list[tuple[Any, Any]] = []
     for _ in range(ev.settings.seeds_per_shape):
-        seed = ev.seeds.next()
-        ev.checked_seeds.setdefault(shape.name, []).append(seed)
+        seed = ev.calls.seeds.next()
+        ev.calls.checked_seeds.setdefault(shape.name, []).append(seed)
         called = call(ev, shape, full=True, audit=True, seed=seed)
         check = judge(ev, seed, called.reply, called.expected, called.inputs, previous)
         del called  # before the next seed's inputs and outputs are made (the memory plan counts one set)
-        if ev.trusted is not None:
-            release_cached(ev.trusted.device)
+        if ev.setup.reference is not None:
+            release_cached(ev.setup.reference.device)
         result.checks.append(check)
         if not check.ok:
             result.correct = False
@@ -63,10 +63,10 @@ def judge(ev: Evaluation, seed: int, reply: CallReply, expected: Any, inputs: li
 
 
 def _landed_outputs(ev: Evaluation, reply: CallReply, expected: Any) -> Any:
-    if reply.landed is None or ev.landing is None:
+    if reply.landed is None or ev.setup.landing is None:
         return None
     try:
-        got = ev.landing.read(reply.landed)
+        got = ev.setup.landing.read(reply.landed)
     except ValueError as exc:
         raise GateFailed(Status.rejected, f"[protocol] the outputs are not what the reply describes: {exc}")
     except (RuntimeError, OSError) as exc:

@@ -1,26 +1,35 @@
 """The gate runner: the one owner of an evaluation's order, deadlines and state.
 
 It takes the gates in order, arms each one's deadline (per shape for the gates that go shape by
-shape), emits the events that report progress, and turns the one failure type, `GateFailed`,
-into the verdict's status, failed gate and messages. The first failure stops the evaluation.
+shape), sets the evaluation up (pipeline/trusted/setup.py) once, before the first gate that runs
+the solution and under its deadline, emits the events that report progress, and turns the one
+failure type, `GateFailed`, into the verdict's status, failed gate and messages. The first
+failure stops the evaluation.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
+from functools import partial
+from typing import TypeVar
 
 from rooftop.errors import is_out_of_memory
 from rooftop.pipeline.events import DeviceWait, GateFinished, GateStarted, ShapeDone
 from rooftop.pipeline.trusted.context import Evaluation
 from rooftop.pipeline.trusted.gates import GATES, GateStep
+from rooftop.pipeline.trusted.setup import set_up
 from rooftop.problem.spec import Shape
 from rooftop.verdict import Gate, GateFailed, GateRecord, Status
 
+T = TypeVar("T")
+
 
 class GateRunner:
-    def __init__(self, gates: tuple[GateStep, ...] = GATES) -> None:
-        self.gates = gates
+    def __init__(self, gates: tuple[GateStep, ...] = GATES,
+                 setup: Callable[[Evaluation], None] = set_up) -> None:
+        self.gates, self.setup, self.set = gates, setup, False
 
     def run(self, ev: Evaluation) -> None:
         """Every wanted gate in order; the verdict is `correct` when none failed."""
@@ -46,7 +55,10 @@ class GateRunner:
                 shape_started = self._arm(ev, step, shape)
                 if index == 1:
                     announce()
-                record = _run_step(step, ev, shape)
+                if step.needs_setup and not self.set:
+                    self.set = True
+                    _guarded(self.setup, ev)
+                record = _guarded(partial(step.run, shape=shape), ev)
                 if shape is not None:
                     kept = ev.results[shape.name].candidate
                     state.emit(ShapeDone(gate=step.gate, shape=shape.name, index=index, of=len(shapes),
@@ -93,21 +105,21 @@ class GateRunner:
 
 def _take_device(ev: Evaluation) -> None:
     """Hold this evaluation's GPU before its first gate that uses it; the wait is no gate's time."""
-    if ev.lease is not None:
+    if ev.setup.lease is not None:
         return
     from rooftop.pipeline.trusted.device_lease import DeviceLease, gpu_identity
 
-    lease = ev.lease = DeviceLease(gpu_identity())
+    lease = ev.setup.lease = DeviceLease(gpu_identity())
     waited = lease.acquire(check=ev.state.check_cancel,
                            on_wait=lambda holder: ev.state.emit(DeviceWait(device=lease.key, holder=holder)))
     if waited > 0.01:
         ev.phases["device_wait"] = waited
 
 
-def _run_step(step: GateStep, ev: Evaluation, shape: Shape | None) -> GateRecord:
-    """One gate's work; this process running out of memory is the harness's failure."""
+def _guarded(work: Callable[[Evaluation], T], ev: Evaluation) -> T:
+    """A gate's work or the set-up; this process running out of memory is the harness's failure."""
     try:
-        return step.run(ev, shape)
+        return work(ev)
     except GateFailed:
         raise
     except Exception as exc:

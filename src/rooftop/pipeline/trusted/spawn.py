@@ -140,14 +140,13 @@ def start_child(ev: Evaluation, build_only: bool = False) -> ChildSession:
     the settings say: one started ahead for this very evaluation when there is one. `build_only`:
     a child for the build stage, sandboxed as a CPU evaluation's (no GPU device, CUDA hidden)
     whatever device the job targets."""
-    assert ev.job is not None
     device = "cpu" if build_only else ev.device
     key = _key(ev.problem, ev.solution, device, ev.settings.sandbox, ev.job.cache_root)
     ahead = None if build_only else next((s for s in _ahead if s.key == key and s.session.proc.poll() is None), None)
     if ahead is not None:
         _ahead.remove(ahead)
     started = ahead or _start(ev.problem, ev.solution, device, ev.settings.sandbox, ev.job.cache_root)
-    ev.scratch = started.scratch
+    ev.setup.scratch = started.scratch
     ev.verdict.sandbox = started.sandbox.kind.value
     if started.sandbox.warning:
         ev.verdict.warnings.append(started.sandbox.warning)

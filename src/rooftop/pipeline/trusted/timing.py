@@ -79,7 +79,7 @@ def warm_start(ev: Evaluation, policy: TimingPolicy) -> TimingPolicy:
     solution's calls a moment ago (the last shape's timing, this one's correctness calls), whose
     clocks are up already; the warm-up calls stay, for what a new shape needs on its first calls
     (compiles, autotuning, allocations). The 0.2 s was a fifth of a small shape's timing."""
-    if ev.device == "cpu" or ev.last_call is None or time.monotonic() - ev.last_call > STILL_WARM:
+    if ev.device == "cpu" or ev.calls.last is None or time.monotonic() - ev.calls.last > STILL_WARM:
         return policy
     return policy.model_copy(update={"warmup_seconds": 0.0})
 
@@ -111,8 +111,8 @@ def time_shape(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
     for attempt in range(1 + CPU_RETRIES):
         # a CPU shape takes a fraction of a second: the first window is the whole gate so far, a
         # retry's starts with a pause, so both are long enough for the load counters to mean something
-        before = ev.cpu_load if attempt == 0 and ev.cpu_load is not None else sample_load(ev.own_pids())
-        ev.cpu_load = ev.cpu_load or before
+        before = ev.setup.cpu_load if attempt == 0 and ev.setup.cpu_load is not None else sample_load(ev.own_pids())
+        ev.setup.cpu_load = ev.setup.cpu_load or before
         if attempt:
             time.sleep(RETRY_PAUSE)
         started = time.monotonic()
@@ -146,11 +146,11 @@ def time_shape(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
 def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: TimingPolicy,
                profiled: bool) -> str | None:
     """The shape's samples and checks; what the wall floor found wrong, if anything."""
-    max_clock = ev.sm_clock.max_mhz if ev.sm_clock is not None else None
+    max_clock = ev.setup.sm_clock.max_mhz if ev.setup.sm_clock is not None else None
     sampling = PairedSampling(policy, sides=2, max_clock_mhz=max_clock)  # candidate, reference
     checks = ev.settings.checks
     counts_compute = not ev.problem.spec.policy.allow_torch_ops  # the dispatch audit has work to do
-    pool = ev.checked_seeds.get(shape.name, [])
+    pool = ev.calls.checked_seeds.get(shape.name, [])
     calls, reported = 0, 0.0
     untimed: list[float] = []  # each sample's round trip less its reported time and spin (the wall floor's)
     # the call whose kernels are listed is a timed sample drawn in secret, and the child is told
@@ -194,11 +194,11 @@ def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
             reported = time.monotonic()
             ev.state.emit(Samples(gate=Gate.timing, shape=shape.name, kept=sampling.kept, warming=warming))
         del block, called  # inputs and expected outputs go before the next block makes its own
-    clock = ev.trusted.clock.name if ev.trusted is not None else "unknown"
+    clock = ev.setup.reference.clock.name if ev.setup.reference is not None else "unknown"
     result.candidate, result.reference = sampling.stats(clock)
     if ev.device != "cpu":  # a CPU call's time is its host's: nothing is queued ahead of it
         result.queue_seconds = {side: statistics.median(times) for side, times in queued.items() if times}
-    floored = ev.settings.checks and shape.name in ev.harness_cost
+    floored = ev.settings.checks and shape.name in ev.setup.harness_cost
     after = harness_costs(ev, shape, FLOOR_CALLS) if floored else []
     take_trace(ev)
     if profiled:
@@ -238,7 +238,7 @@ def judge_floor(ev: Evaluation, shape: Shape, result: ShapeResult, untimed: list
     well below that means the clock was forged (native code can reach anything in the child):
     what was wrong, for the caller to reject. The no-op calls are made again after timing: a
     harness that got slower is flagged, not used."""
-    before = ev.harness_cost.get(shape.name, [])
+    before = ev.setup.harness_cost.get(shape.name, [])
     if not untimed or not before or result.candidate is None:
         return None
     fixed, reported = statistics.median(before), result.candidate.median
@@ -351,9 +351,9 @@ def host_bound(outran: dict[str, list[float]]) -> str:
 def judge_listed(ev: Evaluation, shape: Shape, result: ShapeResult) -> None:
     """The listed call's kernels: the solution's share of GPU kernel time."""
     minimum = ev.problem.spec.policy.min_kernel_share
-    listed = ev.listed_kernels.pop(shape.name, None)
+    listed = ev.trace.listed_kernels.pop(shape.name, None)
     if listed is None:
-        why = ev.untraced or "no call's kernels were listed"
+        why = ev.trace.untraced or "no call's kernels were listed"
         if minimum is not None:
             raise GateFailed(Status.internal_error, f"[kernel-share] shape '{shape.name}': this problem requires a "
                              f"minimum kernel share and the kernels were not traced ({why})")

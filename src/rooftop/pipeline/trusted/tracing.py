@@ -41,7 +41,7 @@ TRACE_LATE_SHARE = 0.02  # ... once they are also this share of the calls traced
 
 def tracing(ev: Evaluation) -> bool:
     """Whether the child traces its calls and the trusted side judges them."""
-    return ev.device == "cuda" and ev.settings.checks and ev.untraced == ""
+    return ev.device == "cuda" and ev.settings.checks and ev.trace.untraced == ""
 
 
 def note_calls(ev: Evaluation, shape: str, seconds: Sequence[float | None], *, listed: int | None = None) -> None:
@@ -51,20 +51,20 @@ def note_calls(ev: Evaluation, shape: str, seconds: Sequence[float | None], *, l
     if not tracing(ev):
         return
     if listed is not None:
-        ev.trace_listed = len(ev.trace_pending) + listed
-    ev.trace_pending.extend(Noted(shape, one) for one in seconds)
-    if len(ev.trace_pending) >= TRACE_EVERY:
+        ev.trace.listed = len(ev.trace.pending) + listed
+    ev.trace.pending.extend(Noted(shape, one) for one in seconds)
+    if len(ev.trace.pending) >= TRACE_EVERY:
         take_trace(ev)
 
 
 def take_trace(ev: Evaluation) -> None:
     """Take the child's summaries of the noted calls and judge each one."""
-    if not tracing(ev) or not ev.trace_pending:
+    if not tracing(ev) or not ev.trace.pending:
         return
-    assert ev.session is not None
-    pending, listed = ev.trace_pending, ev.trace_listed
-    ev.trace_pending, ev.trace_listed = [], None
-    reply, _ = ev.session.request(TraceRequest(detail=listed), TraceReply, ev.state.deadline)
+    assert ev.setup.child is not None
+    pending, listed = ev.trace.pending, ev.trace.listed
+    ev.trace.pending, ev.trace.listed = [], None
+    reply, _ = ev.setup.child.request(TraceRequest(detail=listed), TraceReply, ev.state.deadline)
     if reply.failure is not None:
         raise GateFailed(reply.failure.status, *reply.failure.messages)
     if reply.broken:
@@ -77,26 +77,26 @@ def take_trace(ev: Evaluation) -> None:
         raise GateFailed(Status.rejected, f"[trace] the kernel tracer saw {len(reply.calls)} calls where "
                          f"{len(pending)} were made: its records were disturbed, or the harness's marker "
                          "kernels were imitated")
-    ev.traced_calls += len(pending)
+    ev.trace.calls += len(pending)
     for noted, trace in zip(pending, reply.calls):
         late = judge_call(noted, trace)
         if late is not None:
-            ev.trace_late.append(late)
+            ev.trace.late.append(late)
     _judge_late(ev)
     if listed is not None and reply.kernels is not None:
-        ev.listed_kernels[pending[listed].shape] = (reply.kernels, pending[listed].seconds)
+        ev.trace.listed_kernels[pending[listed].shape] = (reply.kernels, pending[listed].seconds)
 
 
 def _judge_late(ev: Evaluation) -> None:
     """Calls past their time: rejected when there are enough of them, else each one a warning."""
-    late = ev.trace_late
-    if len(late) >= max(TRACE_STRIKES, TRACE_LATE_SHARE * ev.traced_calls):
-        raise GateFailed(Status.rejected, f"{late[0]} ({len(late)} of {ev.traced_calls} calls traced so far "
+    late = ev.trace.late
+    if len(late) >= max(TRACE_STRIKES, TRACE_LATE_SHARE * ev.trace.calls):
+        raise GateFailed(Status.rejected, f"{late[0]} ({len(late)} of {ev.trace.calls} calls traced so far "
                          "ended past their reported time)")
-    for message in late[ev.trace_warned:]:
-        ev.verdict.warnings.append(f"{message} (tolerated: {len(late)} of {ev.traced_calls} calls traced so far; "
+    for message in late[ev.trace.warned:]:
+        ev.verdict.warnings.append(f"{message} (tolerated: {len(late)} of {ev.trace.calls} calls traced so far; "
                                    f"rejected from {TRACE_STRIKES} calls and {100 * TRACE_LATE_SHARE:.0f} %)")
-    ev.trace_warned = len(late)
+    ev.trace.warned = len(late)
 
 
 def judge_call(noted: Noted, trace: CallTrace) -> str | None:

@@ -1,0 +1,208 @@
+"""The gate runner and the gates, in-process against a fake child: the order, the one set-up, the
+deadlines, where a failure is written, and what each gate makes of the child's replies. No
+process is started here; the paths through a real child are tested in test_pipeline.py."""
+
+from __future__ import annotations
+
+import math
+import os
+from types import SimpleNamespace
+from typing import Any, ClassVar
+
+import pytest
+from conftest import FIXTURES
+
+from rooftop.pipeline.evaluate import prepare
+from rooftop.pipeline.events import GateFinished, GateStarted, ShapeDone
+from rooftop.pipeline.job import Settings
+from rooftop.pipeline.trusted.context import Evaluation
+from rooftop.pipeline.trusted.gates import BuildGate, GateStep, LoadGate, ScoreGate
+from rooftop.pipeline.trusted.runner import GateRunner
+from rooftop.pipeline.trusted.setup import hand_over
+from rooftop.pipeline.wire import BuildReply, Failure, JobReply, LoadReply
+from rooftop.problem.loader import load_problem
+from rooftop.problem.spec import Shape
+from rooftop.solution.loader import load_solution
+from rooftop.verdict import Gate, GateFailed, GateRecord, Status
+
+
+def _evaluation(**settings: Any) -> tuple[Evaluation, list[Any]]:
+    problem = load_problem(FIXTURES / "problems" / "scale")
+    solution = load_solution(FIXTURES / "solutions" / "good.py")
+    chosen = Settings(device="cpu", **settings)
+    shapes = problem.spec.select("all")
+    events: list[Any] = []
+    return prepare(problem, solution, chosen, "cpu", "all", shapes, events.append, None), events
+
+
+class Step(GateStep):
+    """A gate that notes when it ran (and with what deadline), and fails when told to."""
+
+    def __init__(self, gate: Gate, log: list[str], *, per_shape: bool = False, setup: bool = False,
+                 limit: float | None = None, fails: BaseException | None = None) -> None:
+        self.gate, self.log, self.limit, self.fails = gate, log, limit, fails  # type: ignore[misc]
+        self.per_shape, self.needs_setup = per_shape, setup  # type: ignore[misc]
+
+    def timeout(self, ev: Evaluation, shape: Shape | None = None) -> float | None:
+        return self.limit
+
+    def run(self, ev: Evaluation, shape: Shape | None = None) -> GateRecord:
+        self.log.append(f"{self.gate.value}:{shape.name if shape else ''}:{ev.state.limit:g}")
+        if self.fails is not None:
+            raise self.fails
+        return GateRecord(gate=self.gate, ok=True)
+
+
+def _noting_setup(log: list[str], fails: BaseException | None = None):
+    def setup(ev: Evaluation) -> None:
+        log.append(f"setup:{ev.state.gate.value}:{ev.state.limit:g}")
+        if fails is not None:
+            raise fails
+    return setup
+
+
+def test_the_gates_run_in_order_and_the_set_up_once_before_the_first_that_needs_it():
+    ev, events = _evaluation()
+    log: list[str] = []
+    gates = (Step(Gate.static, log), Step(Gate.build, log, setup=True, limit=7.0),
+             Step(Gate.load, log, setup=True), Step(Gate.correctness, log, per_shape=True, setup=True, limit=3.0))
+    GateRunner(gates, setup=_noting_setup(log)).run(ev)
+    shapes = [s.name for s in ev.shapes]
+    assert log == ["static::0", "setup:build:7", "build::7", "load::0",
+                   *[f"correctness:{name}:3" for name in shapes]]
+    assert ev.verdict.status is Status.correct and ev.verdict.failed_gate is None
+    assert [r.gate for r in ev.verdict.gates] == [Gate.static, Gate.build, Gate.load, Gate.correctness]
+    assert [e.gate for e in events if isinstance(e, GateStarted)] == [g.gate for g in gates]
+    assert [e.shape for e in events if isinstance(e, ShapeDone)] == shapes
+    assert all(f"gate_{g.gate.value}" in ev.phases for g in gates)
+
+
+def test_a_statically_refused_solution_never_gets_a_set_up():
+    ev, _ = _evaluation()
+    log: list[str] = []
+    refused = GateFailed(Status.rejected, "[forbidden] torch.matmul")
+    GateRunner((Step(Gate.static, log, fails=refused), Step(Gate.build, log, setup=True)),
+               setup=_noting_setup(log)).run(ev)
+    assert log == ["static::0"]
+    assert ev.verdict.status is Status.rejected and ev.verdict.failed_gate is Gate.static
+    assert ev.verdict.messages == ["[forbidden] torch.matmul"]
+    assert [(r.gate, r.ok) for r in ev.verdict.gates] == [(Gate.static, False)]
+
+
+def test_a_failed_set_up_is_the_failure_of_the_gate_it_ran_under():
+    ev, events = _evaluation()
+    log: list[str] = []
+    lost = GateFailed(None, "exited with code 3", "Traceback ...", lost="crash")
+    GateRunner((Step(Gate.static, log), Step(Gate.build, log, setup=True, limit=5.0), Step(Gate.load, log)),
+               setup=_noting_setup(log, fails=lost)).run(ev)
+    assert log == ["static::0", "setup:build:5"]  # neither the build gate's own work nor a later gate ran
+    assert ev.verdict.failed_gate is Gate.build and ev.verdict.status is Status.compile_error
+    assert ev.verdict.messages[0].startswith("the solution's process exited with code 3 during the build gate")
+    [finished] = [e for e in events if isinstance(e, GateFinished) and not e.ok]
+    assert finished.gate is Gate.build and finished.status is Status.compile_error
+
+
+def test_a_timeout_names_the_gate_the_shape_and_the_limit():
+    ev, _ = _evaluation()
+    log: list[str] = []
+    late = GateFailed(Status.timeout, lost="timeout")
+    GateRunner((Step(Gate.timing, log, per_shape=True, limit=2.5, fails=late),), setup=_noting_setup(log)).run(ev)
+    first = ev.shapes[0].name
+    assert ev.verdict.failed_gate is Gate.timing and ev.verdict.status is Status.timeout
+    assert ev.verdict.messages == [f"the timing gate ran past its 2.5 s limit (shape '{first}'); the child was killed"]
+    assert log == [f"timing:{first}:2.5"]  # the first shape's failure ends the gate
+
+
+def test_the_trusted_side_running_out_of_memory_is_an_internal_error_not_the_candidate_s():
+    ev, _ = _evaluation()
+    log: list[str] = []
+    GateRunner((Step(Gate.load, log, fails=MemoryError("cannot allocate 8 GiB")),)).run(ev)
+    assert ev.verdict.status is Status.internal_error and ev.verdict.failed_gate is Gate.load
+    assert ev.verdict.messages[0].startswith("[memory] the trusted side ran out of memory")
+
+
+def test_rooftop_s_own_bugs_are_raised_not_written_as_a_verdict():
+    ev, _ = _evaluation()
+    with pytest.raises(KeyError):
+        GateRunner((Step(Gate.load, [], fails=KeyError("bug")),)).run(ev)
+
+
+def test_a_gate_without_a_child_to_wait_for_has_no_deadline():
+    ev, _ = _evaluation()
+    seen: list[float] = []
+
+    class Look(GateStep):
+        gate: ClassVar[Gate] = Gate.score
+
+        def run(self, ev: Evaluation, shape: Shape | None = None) -> GateRecord:
+            seen.append(ev.state.deadline)
+            return GateRecord(gate=self.gate, ok=True)
+
+    GateRunner((Look(),)).run(ev)
+    assert seen == [math.inf]
+
+
+class FakeChild:
+    """A child that answers each request type with the reply it was given, noting the requests."""
+
+    def __init__(self, *replies: Any) -> None:
+        self.replies = {type(r).__name__.removesuffix("Reply"): r for r in replies}
+        self.requests: list[str] = []
+        self.proc = SimpleNamespace(pid=os.getpid())  # the load probe counts this process as the child
+
+    def request(self, request: Any, reply_type: type, deadline: float) -> tuple[Any, float]:
+        self.requests.append(type(request).__name__)
+        return self.replies[reply_type.__name__.removesuffix("Reply")], 0.01
+
+
+def test_the_build_gate_records_what_the_child_built():
+    ev, _ = _evaluation()
+    ev.setup.child = FakeChild(BuildReply(seconds=12.5, cached=True))  # type: ignore[assignment]
+    record = BuildGate().run(ev)
+    assert (record.gate, record.ok, record.seconds, record.cached) == (Gate.build, True, 12.5, True)
+    assert ev.phases["build"] == 12.5 and ev.setup.child.requests == ["BuildRequest"]  # type: ignore[union-attr]
+
+
+def test_a_child_s_failure_reply_ends_the_gate_with_its_status_and_messages():
+    ev, _ = _evaluation()
+    ev.setup.child = FakeChild(BuildReply(failure=Failure(status=Status.compile_error,  # type: ignore[assignment]
+                                                          messages=["nvcc: error"], cached=False)))
+    with pytest.raises(GateFailed) as failed:
+        BuildGate().run(ev)
+    assert failed.value.status is Status.compile_error and failed.value.messages == ["nvcc: error"]
+    assert failed.value.cached is False
+
+
+def test_the_load_gate_keeps_the_child_s_start_up_phases_and_samples_the_cpu_s_load():
+    ev, _ = _evaluation()
+    ev.setup.child = FakeChild(LoadReply(seconds=0.4, detail="ModelNew", phases={"imports": 3.5}))  # type: ignore
+    ev.setup.reference = object()  # type: ignore[assignment]
+    record = LoadGate().run(ev)
+    assert record.detail == "ModelNew" and record.seconds == 0.4
+    assert ev.phases["child_imports"] == 3.5 and ev.setup.cpu_load is not None
+
+
+def test_the_hand_over_takes_the_child_s_word_on_its_timer_and_tracer_into_the_verdict():
+    ev, _ = _evaluation(timing=False)
+    environment = ev.verdict.environment  # none yet: the child describes its own
+    ev.setup.child = FakeChild(JobReply(environment=None))  # type: ignore[assignment]
+    hand_over(ev)
+    assert ev.verdict.environment is environment and ev.verdict.warnings == []  # a build-stage child says nothing
+
+    from rooftop.environment import parent_environment
+
+    described = parent_environment("cpu", ev.solution, ran=True)
+    ev.setup.child = FakeChild(JobReply(environment=described, unsealed="no memfd_create"))  # type: ignore
+    hand_over(ev)
+    assert ev.verdict.environment == described
+    assert ev.verdict.warnings == ["[sealed] the timer could not be sealed in the evaluation child (no memfd_create); "
+                                   "its times rest on the trusted wall floor alone"]
+    assert ev.trace.untraced == ""
+
+
+def test_the_score_gate_scores_correct_shapes_without_timing():
+    ev, _ = _evaluation(timing=False)
+    for result in ev.verdict.shapes:
+        result.correct = True
+    record = ScoreGate().run(ev)
+    assert record.gate is Gate.score and record.ok
