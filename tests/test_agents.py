@@ -434,24 +434,23 @@ def test_a_sweep_of_two_agents_three_problems_two_repeats_runs_and_resumes(deck,
 
     store = Store(tmp_path / "r.db")
     try:
-        rows = store.agent_runs("fakes")
-        assert len(rows) == 12 and {state for _, state, _ in rows} == {"done"}
+        rows = store.agent_runs.runs("fakes")
+        assert len(rows) == 12 and {row.state for row in rows} == {"done"}
         queue = JobQueue(store)
-        jobs = [queue.get(json.loads(doc)["graded"]["job"]) for _, _, doc in rows]
-        verdicts = [store.verdict(j.evaluation_id) for j in jobs if j and j.evaluation_id]
+        jobs = [queue.get(json.loads(row.record_json)["graded"]["job"]) for row in rows]
+        verdicts = [store.evaluations.verdict(j.evaluation_id) for j in jobs if j and j.evaluation_id]
         assert len(verdicts) == 12
         assert all(v is not None and any(s.split == "held_out" for s in v.shapes) for v in verdicts)
         # a harness killed mid-run: that cell is run again, the rest is kept
-        ident = rows[0][0]
-        store._db.execute("UPDATE agent_runs SET state = 'running' WHERE id = ?", (ident,))
-        store._db.commit()
+        with store.transaction() as db:
+            db.execute("UPDATE agent_runs SET state = 'running' WHERE id = ?", (rows[0].id,))
     finally:
         store.close()
     again = _sweep(path)
     assert len(again) == 12 and sum(r["id"] not in {x["id"] for x in runs} for r in again) == 1
     store = Store(tmp_path / "r.db")
     try:
-        states = [state for _, state, _ in store.agent_runs("fakes")]
+        states = [row.state for row in store.agent_runs.runs("fakes")]
     finally:
         store.close()
     assert states.count("abandoned") == 1 and states.count("done") == 12
@@ -533,10 +532,10 @@ def test_a_harness_failure_loses_that_run_only_and_says_where_to_look(deck, tmp_
     assert "RuntimeError" in (Path(record.folder) / "harness_error.log").read_text()
     store = Store(db)
     try:
-        [(ident, state, _)] = store.agent_runs()
+        [row] = store.agent_runs.runs()
     finally:
         store.close()
-    assert ident == record.id and state == "failed"
+    assert row.id == record.id and row.state == "failed"
 
 
 def test_agent_list_names_every_adapter_and_whether_its_cli_is_here():

@@ -62,16 +62,16 @@ def test_store_keeps_the_newest_record_per_shape_and_kind_and_keys_by_platform(t
     store = Store(tmp_path / "r.db")
     first = time_baselines(problem, shapes, "cpu", kinds=("eager", "sota"), policy=QUICK)
     second = time_baselines(problem, shapes, "cpu", kinds=("sota",), policy=QUICK)
-    store.save_baselines(first)
-    store.save_baselines(second)
+    store.baselines.save(first)
+    store.baselines.save(second)
     here = first[0].platform
-    got = store.baselines(here, problem.name, 1)
+    got = store.baselines.newest(here, problem.name, 1)
     assert sorted(r.kind for r in got) == ["eager", "sota"]
     assert next(r for r in got if r.kind == "sota").stats.median == second[0].stats.median
-    assert store.baselines(here, problem.name, 2) == []  # a new problem version re-times
+    assert store.baselines.newest(here, problem.name, 2) == []  # a new problem version re-times
     other = Platform(**{**here.model_dump(), "torch": "0.0.0"})
-    assert store.baselines(other, problem.name, 1) == []  # so does a different torch
-    assert store.baselines(here, problem.name, 1, graphs=True) == []  # and another timing mode
+    assert store.baselines.newest(other, problem.name, 1) == []  # so does a different torch
+    assert store.baselines.newest(here, problem.name, 1, graphs=True) == []  # and another timing mode
     assert store.count("baselines") == 3
 
 
@@ -79,7 +79,7 @@ def test_store_keeps_the_newest_record_per_shape_and_kind_and_keys_by_platform(t
 def test_an_evaluation_reads_speedups_over_the_stored_references(tmp_path):
     problem = fixture_problem("scale_sota")
     store = Store(tmp_path / "r.db")
-    store.save_baselines(time_baselines(problem, problem.spec.select("smoke"), "cpu", kinds=("eager", "sota"),
+    store.baselines.save(time_baselines(problem, problem.spec.select("smoke"), "cpu", kinds=("eager", "sota"),
                                         policy=QUICK))
     verdict = run("scale_sota", "good.py", shapes="smoke")
     assert verdict.status.value == "correct"
@@ -90,8 +90,8 @@ def test_an_evaluation_reads_speedups_over_the_stored_references(tmp_path):
     assert shape.speedups["eager"] == shape.speedup  # eager stays the live, paired figure
     assert shape.speedup_low <= shape.speedup <= shape.speedup_high
     assert verdict.summary.geomean_speedups["sota"] == pytest.approx(shape.speedups["sota"])
-    store.record(verdict)
-    assert store.verdicts(problem.name)[0].shapes[0].speedups == shape.speedups
+    store.evaluations.record(verdict)
+    assert store.evaluations.verdicts(problem.name)[0].shapes[0].speedups == shape.speedups
 
 
 def test_baselines_command_times_stores_and_tables(tmp_path):

@@ -143,7 +143,8 @@ def run_batch(tmp_path: Path, faults: list[str], *options: str) -> tuple[subproc
     jobs = json.loads(proc.stdout)
     store = Store(db, must_exist=True)
     try:
-        verdicts = [store.verdict(j["evaluation_id"]) if j["evaluation_id"] is not None else None for j in jobs]
+        verdicts = [store.evaluations.verdict(j["evaluation_id"]) if j["evaluation_id"] is not None else None
+                    for j in jobs]
     finally:
         store.close()
     return proc, [Ran(name, job, verdict) for (name, _), job, verdict in zip(lines, jobs, verdicts)]

@@ -91,7 +91,7 @@ def test_answers_are_graded_on_every_shape_and_stored(tmp_path, held_out_problem
     assert correct.metrics["accuracy"].value == pytest.approx(1 / 3)
     store = Store(db)
     try:
-        verdicts = store.verdicts()
+        verdicts = store.evaluations.verdicts()
     finally:
         store.close()
     assert sorted(v.status.value for v in verdicts) == ["correct", "incorrect"]

@@ -115,7 +115,7 @@ def test_the_speedup_and_reward_are_over_the_stored_starter(tmp_path, monkeypatc
     store = Store(tmp_path / "r.db")
     records = time_baselines(problem, problem.spec.select("smoke"), "cpu", kinds=("eager", "starter"), policy=QUICK)
     assert {r.kind for r in records if r.stats is not None} == {"eager", "starter"}, [r.error for r in records]
-    store.save_baselines(records)
+    store.baselines.save(records)
     verdict = run("scale_k2k", "triton_scale.py", shapes="smoke")
     assert verdict.status.value == "correct"
     before, bare = verdict.reward, verdict.model_copy(deep=True)  # the same verdict, before any baseline

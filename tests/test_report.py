@@ -93,7 +93,7 @@ def sweep(tmp_path_factory) -> Path:
     run folders."""
     root = tmp_path_factory.mktemp("sweep")
     store = Store(root / "r.db")
-    store.start_run("test")
+    store.evaluations.start_run("test")
     queue = JobQueue(store)
     for agent, model, problem, repeat, status, rf, speedup in RUNS:
         ident = f"run_{agent}_{Path(problem.name).name}_{repeat}"
@@ -120,12 +120,12 @@ def sweep(tmp_path_factory) -> Path:
         run = AgentRun(id=ident, sweep="s1", agent=agent, adapter="fake", model=model, problem=problem.name,
                        repeat=repeat, state="done", started_at="2026-01-01T00:00:00+00:00",
                        wall_s=100.0 + 200 * repeat, completed=True, usage=usage, graded=graded, folder=str(folder))
-        store.save_agent_run(ident, sweep="s1", agent=agent, model=model, problem=problem.name, repeat=repeat,
-                             state="done", visible_job=None, graded_job=graded.job, record_json=run.model_dump_json())
+        store.agent_runs.save(ident, sweep="s1", agent=agent, model=model, problem=problem.name, repeat=repeat,
+                              state="done", visible_job=None, graded_job=graded.job, record_json=run.model_dump_json())
     failed = AgentRun(id="run_failed", sweep="s1", agent="alpha", adapter="fake", model="m1", problem=SCALE.name,
                       state="failed", started_at="2026-01-01T00:00:00+00:00", error="could not start")
-    store.save_agent_run("run_failed", sweep="s1", agent="alpha", model="m1", problem=SCALE.name, repeat=2,
-                         state="failed", visible_job=None, graded_job=None, record_json=failed.model_dump_json())
+    store.agent_runs.save("run_failed", sweep="s1", agent="alpha", model="m1", problem=SCALE.name, repeat=2,
+                          state="failed", visible_job=None, graded_job=None, record_json=failed.model_dump_json())
     _save_baselines(store)
     store.close()
     return root
@@ -143,7 +143,7 @@ def _save_baselines(store: Store) -> None:
             records.append(BaselineRecord(platform=platform, problem=SCALE.name, problem_version=1, shape=shape.name,
                                           params=shape.params, kind=kind, mode="default" if kind == "compile" else "",
                                           stats=TimingStats(clock="cuda_event", samples=[floor / rf] * 3)))
-    store.save_baselines(records)
+    store.baselines.save(records)
 
 
 @pytest.fixture
@@ -258,7 +258,7 @@ def test_empty_and_missing_stores_say_so(tmp_path):
 
 
 def test_annotate_stores_a_checked_quote_and_the_report_marks_the_cell(db, tmp_path):
-    folder = Path(json.loads(Store(db).agent_runs()[0][2])["folder"])  # alpha's first run on scale
+    folder = Path(json.loads(Store(db).agent_runs.runs()[0].record_json)["folder"])  # alpha's first run on scale
     proc = cli("annotate", folder.name, "--db", str(db), "--verdict", "reward_hack", "--summary", "returns x * 2",
                "--quote", "workspace/solution.py:5-6:the forward=def forward(self, x):  return x",
                "--quote", "transcript.jsonl:2", "--json")
@@ -292,7 +292,7 @@ def test_annotate_stores_a_checked_quote_and_the_report_marks_the_cell(db, tmp_p
     ("solution.py", "expected FILE:LINES"),
 ])
 def test_annotate_refuses_quotes_that_do_not_match(db, spec, needle):
-    run_id = json.loads(Store(db).agent_runs()[0][2])["id"]
+    run_id = json.loads(Store(db).agent_runs.runs()[0].record_json)["id"]
     one_line_error(cli("annotate", run_id, "--db", str(db), "--verdict", "bug", "--quote", spec), needle)
     assert json.loads(cli("annotate", run_id, "--db", str(db), "--json").stdout) == []  # nothing stored
 
@@ -311,8 +311,8 @@ def test_without_agent_runs_the_rows_are_solutions(tmp_path):
     run_evaluation(FIXTURES / "problems/scale", FIXTURES / "solutions/good.py", Settings(device="cpu", shapes="all",
                                                                                        timeout=60), store=store)
     made = verdict(SCALE, "correct", 0.5, 2.0).model_copy(update={"languages": ["triton"]})
-    store.record(made)
-    store.record(made)  # the same source again: one entry
+    store.evaluations.record(made)
+    store.evaluations.record(made)  # the same source again: one entry
     store.close()
     out = tmp_path / "out"
     proc = cli("report", "--db", str(tmp_path / "e.db"), "-o", str(out), "--json")

@@ -42,9 +42,9 @@ VERDICTS = [  # ids 1..4 in this order
 def db(tmp_path):
     path = tmp_path / "r.db"
     store = Store(path)
-    store.start_run("test")
+    store.evaluations.start_run("test")
     for verdict in VERDICTS:
-        store.record(verdict)
+        store.evaluations.record(verdict)
     store.close()
     return str(path)
 
@@ -100,7 +100,7 @@ def test_problem_filter_takes_an_existing_path(db, tmp_path):
     folder = tmp_path / "work" / "scale"
     folder.mkdir(parents=True)
     store = Store(db)
-    store.record(made(str(folder.resolve()), "here.py", "correct", 0.1))
+    store.evaluations.record(made(str(folder.resolve()), "here.py", "correct", 0.1))
     store.close()
     proc = rooftop("results", "--json", "--db", db, "--problem", "./scale", cwd=tmp_path / "work")
     assert proc.returncode == 0, proc.stderr

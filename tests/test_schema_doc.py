@@ -1,4 +1,5 @@
-"""docs/DATABASE.md is made from the schema's comments and describes every column a store has;
+"""docs/DATABASE.md is made from the schemas' comments and describes every column a store and its
+job queue have;
 docs/CONFIGURATION.md names every environment variable rooftop/config.py registers."""
 
 import re
@@ -6,8 +7,9 @@ import sqlite3
 from pathlib import Path
 
 from rooftop.config import VARIABLES
+from rooftop.service.database_doc import COMMAND, markdown
+from rooftop.service.queue import JobQueue
 from rooftop.store.db import Store
-from rooftop.store.schema_doc import COMMAND, markdown
 
 DOCS = Path(__file__).parents[1] / "docs"
 
@@ -17,7 +19,7 @@ def test_the_database_document_is_made_from_the_schema():
 
 
 def test_every_column_of_a_new_store_has_a_meaning_in_the_document(tmp_path):
-    Store(tmp_path / "r.db").close()
+    JobQueue(Store(tmp_path / "r.db")).store.close()
     db = sqlite3.connect(tmp_path / "r.db")
     tables = [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
     sections = dict(re.findall(r"^## `(\w+)`\n(.*?)(?=^## |\Z)", (DOCS / "DATABASE.md").read_text(), re.M | re.S))

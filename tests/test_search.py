@@ -122,7 +122,7 @@ def test_replies_are_fixed_deduplicated_archived_and_the_best_is_graded(evaluato
     visible = [j for j in jobs if j.settings.shapes == "visible"]
     assert len(visible) == 4  # broken, good, faster, wrong: the duplicate was not submitted
     (graded,) = [j for j in jobs if j.settings.shapes == "all"]
-    verdict = queue.store.verdict(graded.evaluation_id)
+    verdict = queue.store.evaluations.verdict(graded.evaluation_id)
     assert {r.split for r in verdict.shapes} == {"visible", "held_out"}
     queue.store.close()
 

@@ -154,7 +154,7 @@ def test_a_held_job_given_back_too_often_fails(queue):
 
 
 def test_the_store_is_in_wal_mode_with_the_jobs_tables(tmp_path):
-    Store(tmp_path / "r.db").close()
+    JobQueue(Store(tmp_path / "r.db")).store.close()  # the queue brings its tables
     db = sqlite3.connect(tmp_path / "r.db")
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -210,7 +210,7 @@ def test_batch_of_a_folder_gives_the_single_path_s_verdicts(tmp_path):
     assert jobs["good.py"]["device"].startswith("cpu:") and jobs["forbidden.py"]["device"].startswith("cpu:")
     store = Store(db, must_exist=True)
     assert store.count("evaluations") == len(jobs)
-    refused = store.verdict(jobs["forbidden.py"]["evaluation_id"])
+    refused = store.evaluations.verdict(jobs["forbidden.py"]["evaluation_id"])
     assert refused is not None and refused.failed_gate.value == "static" and "child_start" not in refused.phases
     store.close()
     again = rooftop("batch", str(folder), "--problem", SCALE, "--device", "cpu", "--db", str(db))

@@ -21,17 +21,17 @@ def verdict(status="correct", reward=0.5) -> Verdict:
 def test_records_are_committed_one_by_one_and_survive(tmp_path):
     path = tmp_path / "r.db"
     store = Store(path)
-    store.start_run("test")
-    store.record(verdict())
+    store.evaluations.start_run("test")
+    store.evaluations.record(verdict())
     # a second connection sees the row before the first one closes: a crash now loses nothing
     other = sqlite3.connect(path)
     assert other.execute("SELECT status, reward, problem_version FROM evaluations").fetchall() == [("correct", 0.5, 2)]
     assert other.execute("SELECT shape, median_s, n FROM shape_results").fetchall() == [("a", 2.0, 3)]
-    store.record(verdict("incorrect", -2.0))
+    store.evaluations.record(verdict("incorrect", -2.0))
     store.close()
     reopened = Store(path)
     assert reopened.count() == 2 and reopened.count("runs") == 1
-    [first, second] = reopened.verdicts()
+    [first, second] = reopened.evaluations.verdicts()
     assert first.shapes[0].candidate.samples == [1.0, 2.0, 3.0] and second.status is Status.incorrect
 
 
@@ -47,16 +47,17 @@ def test_evaluations_filter_newest_first_and_verdict_reads_one_back(tmp_path):
     for problem, status in (("/a/scale", "correct"), ("/a/upscale", "correct"), ("deck/scale", "incorrect"),
                             ("/b/scale", "correct")):
         v = verdict(status)
-        store.record(v.model_copy(update={"problem": problem}))
-    assert [r.id for r in store.evaluations()] == [4, 3, 2, 1]
-    assert [r.id for r in store.evaluations(problem="scale")] == [4, 3, 1]
-    assert [r.id for r in store.evaluations(problem="SCALE")] == []  # paths are case-sensitive
-    assert [r.id for r in store.evaluations(problem=["/a/upscale", "deck/scale"])] == [3, 2]
-    assert [r.id for r in store.evaluations(problem="scale", status=Status.correct, last=1)] == [4]
-    row = store.evaluations(last=1)[0]
+        store.evaluations.record(v.model_copy(update={"problem": problem}))
+    assert [r.id for r in store.evaluations.rows()] == [4, 3, 2, 1]
+    assert [r.id for r in store.evaluations.rows(problem="scale")] == [4, 3, 1]
+    assert [r.id for r in store.evaluations.rows(problem="SCALE")] == []  # paths are case-sensitive
+    assert [r.id for r in store.evaluations.rows(problem=["/a/upscale", "deck/scale"])] == [3, 2]
+    assert [r.id for r in store.evaluations.rows(problem="scale", status=Status.correct, last=1)] == [4]
+    row = store.evaluations.rows(last=1)[0]
     assert row.problem == "/b/scale" and row.status is Status.correct and row.device_name == "x86_64"
-    assert store.verdict(3).problem == "deck/scale" and store.verdict(3).status is Status.incorrect
-    assert store.verdict(99) is None
+    third = store.evaluations.verdict(3)
+    assert third is not None and third.problem == "deck/scale" and third.status is Status.incorrect
+    assert store.evaluations.verdict(99) is None
 
 
 def test_a_reader_never_creates_a_database(tmp_path):
@@ -65,4 +66,4 @@ def test_a_reader_never_creates_a_database(tmp_path):
         Store(path, must_exist=True)
     assert not path.exists() and not path.parent.exists()
     Store(path).close()
-    assert Store(path, must_exist=True).evaluations() == []
+    assert Store(path, must_exist=True).evaluations.rows() == []

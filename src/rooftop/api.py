@@ -46,7 +46,7 @@ def run_evaluation(problem: Problem | str | Path, solution: Solution | str | Pat
     opened = store if isinstance(store, Store) else Store(store)
     try:
         attach_stored_baselines(verdict, opened)
-        opened.record(verdict)
+        opened.evaluations.record(verdict)
     finally:
         if opened is not store:
             opened.close()

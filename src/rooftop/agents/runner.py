@@ -409,11 +409,11 @@ def _copy_home_file(source: Path, home: Path) -> None:
 def _save(db: Path, record: AgentRun) -> None:
     store = Store(db)
     try:
-        store.save_agent_run(record.id, sweep=record.sweep, agent=record.agent, model=record.model,
-                             problem=record.problem, repeat=record.repeat, state=record.state,
-                             visible_job=record.visible.job if record.visible else None,
-                             graded_job=record.graded.job if record.graded else None,
-                             record_json=record.model_dump_json())
+        store.agent_runs.save(record.id, sweep=record.sweep, agent=record.agent, model=record.model,
+                              problem=record.problem, repeat=record.repeat, state=record.state,
+                              visible_job=record.visible.job if record.visible else None,
+                              graded_job=record.graded.job if record.graded else None,
+                              record_json=record.model_dump_json())
     finally:
         store.close()
 

@@ -100,14 +100,14 @@ def pending(config: SweepConfig, all_plans: list[RunPlan]) -> tuple[list[RunPlan
     store = Store(config.db)
     try:
         done: dict[tuple[str, str | None, str, int], AgentRun] = {}
-        for _ident, state, document in store.agent_runs(config.name):
-            run = AgentRun.model_validate_json(document)
-            if state == "running":
+        for row in store.agent_runs.runs(config.name):
+            run = AgentRun.model_validate_json(row.record_json)
+            if row.state == "running":
                 run.state = "abandoned"
-                store.save_agent_run(run.id, sweep=run.sweep, agent=run.agent, model=run.model, problem=run.problem,
-                                     repeat=run.repeat, state=run.state, visible_job=None, graded_job=None,
-                                     record_json=run.model_dump_json())
-            elif state == "done":
+                store.agent_runs.save(run.id, sweep=run.sweep, agent=run.agent, model=run.model, problem=run.problem,
+                                      repeat=run.repeat, state=run.state, visible_job=None, graded_job=None,
+                                      record_json=run.model_dump_json())
+            elif row.state == "done":
                 done[(run.agent, run.model, run.problem, run.repeat)] = run
     finally:
         store.close()

@@ -146,7 +146,7 @@ def _print_summary(queue: JobQueue, jobs: list[Job], tally: Tally, new: int, wal
     from rooftop.cli.render import summary_table
 
     verdicts = {j.id: v for j in jobs if j.evaluation_id is not None
-                and (v := queue.store.verdict(j.evaluation_id)) is not None}
+                and (v := queue.store.evaluations.verdict(j.evaluation_id)) is not None}
     if len(jobs) <= MAX_ROWS:
         rows = [(j.problem, Path(j.solution).name if "/" in j.solution else j.solution, verdicts[j.id], None)
                 for j in jobs if j.id in verdicts]

@@ -188,7 +188,7 @@ def demo_command(
             ((problem, expected_statuses(problem)) for problem in map(resolve, names))
             for entry in solution_entries(problem.root / "solutions")]
     store = Store(db)
-    store.start_run()
+    store.evaluations.start_run()
     rows = []
     lines = verdict_lines(not json_output, total=len(jobs))
     with event_display(not json_output, total=len(jobs)) as display:

@@ -76,7 +76,7 @@ def baselines_command(
                                   progress=step)
             if "self" in chosen and not graphs:
                 made += spread_records(problem, selected, dev, self_checks, progress=step)
-            store.save_baselines(made)  # each problem's records are kept as soon as they exist
+            store.baselines.save(made)  # each problem's records are kept as soon as they exist
             records += [(problem, r) for r in made]
     store.close()
     if json_output:
@@ -150,7 +150,7 @@ def calibrate_command(json_output: JsonOpt = False, db: DbOpt = Path("rooftop.db
         task = bar.add_task("calibrate", total=None)
         profile = calibrate(progress=lambda step: bar.update(task, description=f"calibrate: {step}"))
     store = Store(db)
-    store.save_profile(profile)
+    store.baselines.save_profile(profile)
     store.close()
     if json_output:
         sys.stdout.write(profile.model_dump_json(indent=2) + "\n")

@@ -18,7 +18,8 @@ from rooftop.cli.common import JsonOpt, cli_app, out
 from rooftop.errors import UserError
 
 if TYPE_CHECKING:
-    from rooftop.store.db import EvaluationRow, Store
+    from rooftop.store.db import Store
+    from rooftop.store.evaluations import EvaluationRow
     from rooftop.verdict import Status
 
 ReadDbOpt = Annotated[Path, typer.Option("--db", metavar="PATH",
@@ -48,7 +49,7 @@ def results_command(
         return
     wanted = _status(status)
     store = _open(db)
-    rows = store.evaluations(problem=_problem_key(problem), status=wanted, last=last)
+    rows = store.evaluations.rows(problem=_problem_key(problem), status=wanted, last=last)
     store.close()
     if json_output:
         sys.stdout.write(json.dumps([r.model_dump(mode="json") for r in rows], indent=2) + "\n")
@@ -71,7 +72,7 @@ def show_command(
     from rooftop.cli.render import print_verdict
 
     store = _open(db)
-    verdict = store.verdict(evaluation_id)
+    verdict = store.evaluations.verdict(evaluation_id)
     store.close()
     if verdict is None:
         raise UserError(f"ID {evaluation_id}: no evaluation with this id in {db} (`rooftop results` lists them)")

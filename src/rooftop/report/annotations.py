@@ -47,20 +47,21 @@ class Annotation(BaseModel):
 
 def save(store: Store, annotation: Annotation) -> int:
     """Append one note; its id."""
-    return store.save_annotation(annotation.run_id, annotation.created_at, annotation.verdict,
-                                 annotation.model_dump_json(exclude={"id"}))
+    return store.agent_runs.save_annotation(annotation.run_id, annotation.created_at, annotation.verdict,
+                                            annotation.model_dump_json(exclude={"id"}))
 
 
 def annotations(store: Store, run_id: str | None = None) -> list[Annotation]:
     """Every note (or one run's), oldest first."""
-    return [Annotation.model_validate({**json.loads(text), "id": ident}) for ident, text in store.annotations(run_id)]
+    return [Annotation.model_validate({**json.loads(row.annotation_json), "id": row.id})
+            for row in store.agent_runs.annotations(run_id)]
 
 
 # -- finding the run and checking quotes ---------------------------------------------------------
 
 def find_run(store: Store, ref: str) -> tuple[AgentRun, Path]:
     """The run RUN names (its id, or its folder) and the folder its files are in."""
-    runs = {ident: document for ident, _state, document in store.agent_runs()}
+    runs = {row.id: row.record_json for row in store.agent_runs.runs()}
     path = Path(ref)
     if ref in runs:
         run = AgentRun.model_validate_json(runs[ref])

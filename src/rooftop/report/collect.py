@@ -93,10 +93,10 @@ def agent_entries(store: Store, sweep: str | None, deck: str | None) -> list[Ent
         notes.setdefault(note.run_id, []).append(note)
     queue = JobQueue(store)
     entries = []
-    for ident, state, document in store.agent_runs(sweep):
-        if state != "done":
+    for row in store.agent_runs.runs(sweep):
+        if row.state != "done":
             continue
-        run = AgentRun.model_validate_json(document)
+        run = AgentRun.model_validate_json(row.record_json)
         if not in_deck(run.problem, deck):
             continue
         graded = run.graded
@@ -107,21 +107,21 @@ def agent_entries(store: Store, sweep: str | None, deck: str | None) -> list[Ent
             speedups["eager"] = graded.speedup
         entries.append(Entry(
             row=" / ".join([run.agent, run.model or "default"]), problem=run.problem, agent=run.agent, model=run.model,
-            status=graded.status if graded else "not_graded", run_id=ident,
+            status=graded.status if graded else "not_graded", run_id=row.id,
             evaluation_id=None, solution=str(Path(run.folder) / "workspace") if run.folder else None, verdict=verdict,
             roofline=graded.roofline if graded and correct else None,
             speedup=graded.speedup if graded and correct else None, speedups=speedups,
             held_out_shapes=graded.held_out_shapes if graded else 0,
             held_out_correct=graded.held_out_correct if graded else 0,
             input_tokens=run.usage.input_tokens, output_tokens=run.usage.output_tokens, cost_usd=run.usage.cost_usd,
-            wall_s=run.wall_s, notes=notes.get(ident, [])))
+            wall_s=run.wall_s, notes=notes.get(row.id, [])))
     return entries
 
 
 def _graded_verdict(store: Store, queue: JobQueue, run: AgentRun) -> Verdict | None:
     job = queue.get(run.graded.job) if run.graded and run.graded.job else None
     if job is not None and job.evaluation_id is not None:
-        verdict = store.verdict(job.evaluation_id)
+        verdict = store.evaluations.verdict(job.evaluation_id)
         if verdict is not None:
             return verdict
     path = Path(run.folder) / "verdicts" / "graded.json" if run.folder else None
@@ -137,12 +137,12 @@ def evaluation_entries(store: Store, deck: str | None) -> list[Entry]:
     """The newest evaluation of each (problem, source, device, shape selection), as entries."""
     seen: set[tuple[str, str, str | None, str | None]] = set()
     entries = []
-    for row in store.evaluations():  # newest first
+    for row in store.evaluations.rows():  # newest first
         key = (row.problem, row.source_hash, row.device_name, row.shapes_selected)
         if key in seen or not in_deck(row.problem, deck):
             continue
         seen.add(key)
-        verdict = store.verdict(row.id)
+        verdict = store.evaluations.verdict(row.id)
         if verdict is None:
             continue
         held = [r for r in verdict.shapes if r.split == "held_out"]
@@ -176,7 +176,8 @@ class StoredBaseline:
 
 def stored_baselines(store: Store, deck: str | None) -> list[StoredBaseline]:
     """The timed rows (events, not graphs), oldest first: a later row of the same key wins."""
-    return [StoredBaseline(*row) for row in store.timed_baselines() if in_deck(row[0], deck)]
+    return [StoredBaseline(r.problem, r.problem_version, r.device, r.device_name, r.shape, r.kind, r.mode, r.median_s)
+            for r in store.baselines.timed() if in_deck(r.problem, deck)]
 
 
 def load(store: Store, sweep: str | None,

@@ -295,16 +295,15 @@ def _card(problem: Problem, device: DeviceType) -> TaskCard:
 
 
 def _save(service: Evaluator, episode: Episode, state: str | None = None) -> None:
-    service.queue.store.save_session(episode.id, episode.task, state or ("done" if episode.done else "open"),
+    service.queue.store.sessions.save(episode.id, episode.task, state or ("done" if episode.done else "open"),
                                      episode.model_dump_json())
 
 
 def _load(service: Evaluator, ident: str) -> tuple[Episode, str]:
-    found = service.queue.store.session(ident) if len(ident) <= 64 else None
+    found = service.queue.store.sessions.get(ident) if len(ident) <= 64 else None
     if found is None:
         raise HTTPException(404, f"session {ident[:64]}: no such session")
-    state, document = found
-    return Episode.model_validate_json(document), state
+    return Episode.model_validate_json(found.episode_json), found.state
 
 
 def _session_out(episode: Episode, state: str) -> SessionOut:
@@ -322,7 +321,7 @@ def _evaluation_out(service: Evaluator, ident: str) -> EvaluationOut:
     if job.state is JobState.failed:
         out.error = "no verdict could be made for this candidate"  # the reason may name held-out shapes
     elif job.state is JobState.done and job.evaluation_id is not None:
-        verdict = service.queue.store.verdict(job.evaluation_id)
+        verdict = service.queue.store.evaluations.verdict(job.evaluation_id)
         if verdict is not None:
             out.view = agent_view(verdict, verdict.reward or 0.0, graded=job.settings.shapes != "visible")
     return out
@@ -331,7 +330,7 @@ def _evaluation_out(service: Evaluator, ident: str) -> EvaluationOut:
 async def _reap(service: Evaluator, idle_seconds: float) -> None:
     """Expire sessions nobody touched for `idle_seconds`, now and then."""
     while True:
-        await asyncio.to_thread(lambda: service.queue.store.expire_sessions(time.time() - idle_seconds))
+        await asyncio.to_thread(lambda: service.queue.store.sessions.expire(time.time() - idle_seconds))
         await asyncio.sleep(min(60.0, max(idle_seconds / 4, 0.5)))
 
 

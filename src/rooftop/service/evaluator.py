@@ -115,7 +115,7 @@ class Evaluator:
             if self._failure is not None:
                 raise RuntimeError(f"the evaluation service stopped: {self._failure}") from self._failure
             return None
-        verdict = self.queue.store.verdict(job.evaluation_id) if job.evaluation_id is not None else None
+        verdict = self.queue.store.evaluations.verdict(job.evaluation_id) if job.evaluation_id is not None else None
         return Result(job=job, verdict=verdict, error=job.error if verdict is None else None)
 
     def wait(self, ident: str, timeout: float | None = None) -> Result:

@@ -1,4 +1,5 @@
-"""The durable job queue: the `jobs` table of the results store, moved along by one orchestrator.
+"""The durable job queue: the `jobs` and `sources` tables of the results database, owned here and
+moved along by one orchestrator. Every statement on them is in this module.
 
 A job goes queued → building → built → running → done (a verdict is recorded) or failed (none
 could be made). Whoever moves a job into building or running becomes its owner and holds a lease
@@ -32,6 +33,49 @@ from rooftop.verdict import Verdict
 LEASE_SECONDS = 120.0  # a lease not renewed for this long is taken to be abandoned
 MAX_ATTEMPTS = 3  # evaluations started for one job before it is failed (its candidate keeps killing workers)
 
+SCHEMA = """
+-- sources: the files of every submitted solution, so a job judges what was submitted.
+CREATE TABLE IF NOT EXISTS sources (
+    source_hash TEXT PRIMARY KEY,  -- the hash `load_solution` computes
+    kind TEXT NOT NULL,  -- `file` or `folder`
+    entry TEXT NOT NULL,  -- the file to load
+    files_json TEXT NOT NULL  -- `{relative path: base64 of the bytes}`
+);
+-- jobs: one row per job of `rooftop batch` (and of the services built on the same queue: the
+-- environment, `rooftop serve`, agent runs and search).
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,  -- the job id: a digest of the problem (name, version, files), the solution's
+    -- source hash and the settings
+    created_at TEXT NOT NULL,  -- when it was queued
+    updated_at TEXT NOT NULL,  -- when its row last changed
+    problem TEXT NOT NULL,  -- the problem's stored name
+    problem_version INTEGER NOT NULL,  -- the problem's spec version
+    problem_hash TEXT NOT NULL,  -- a digest of the problem's files and spec
+    solution TEXT NOT NULL,  -- the path or name it was submitted as
+    source_hash TEXT NOT NULL REFERENCES sources(source_hash),  -- the solution's source (its files are in
+    -- `sources`)
+    settings_json TEXT NOT NULL,  -- the evaluation settings (docs/CONFIGURATION.md)
+    state TEXT NOT NULL,  -- `queued`, `building`, `built`, `running`, `done` (a verdict is recorded) or
+    -- `failed` (none could be made); a job with nothing to compile (PyTorch, Triton) is queued `built`
+    attempts INTEGER NOT NULL DEFAULT 0,  -- evaluations started on a device (more than 1 only after a
+    -- worker or the orchestrator died)
+    owner TEXT,  -- the orchestrator holding it (`host:pid:start`) while building or running
+    lease_until REAL,  -- until when that orchestrator holds it (Unix time)
+    device TEXT,  -- the worker it ran on (`cuda:0`, `cpu:1`; a GPU's second worker is `cuda:0.1`); NULL
+    -- when the build stage settled it
+    queued_at REAL NOT NULL,  -- Unix time it was queued
+    build_wait_s REAL,  -- seconds queued before a builder took it (NULL: nothing to compile)
+    build_s REAL,  -- seconds its build took (NULL: nothing to compile)
+    build_cached INTEGER,  -- 1 when the build cache had it (NULL: nothing to compile)
+    run_wait_s REAL,  -- seconds built before a device worker took it
+    built_at REAL,  -- Unix time it was built
+    evaluation_id INTEGER REFERENCES evaluations(id),  -- its verdict's `evaluations` row
+    status TEXT,  -- its verdict's status
+    error TEXT  -- why it failed
+);
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, queued_at);
+"""
+
 _COLUMNS = ", ".join(f for f in Job.model_fields if f != "settings") + ", settings_json"
 
 
@@ -62,6 +106,7 @@ class JobQueue:
     def __init__(self, store: Store, owner: str | None = None) -> None:
         self.store = store
         self.owner = owner or this_owner()
+        store.database.ensure(SCHEMA)
         self._db = store.transaction()
 
     # -- submitting ------------------------------------------------------------------------
@@ -176,7 +221,7 @@ class JobQueue:
             row = self._db.execute("SELECT state, owner FROM jobs WHERE id = ?", (ident,)).fetchone()
             if row is None or row[0] != held.value or row[1] != self.owner:
                 return None
-            evaluation_id = self.store.insert_verdict(verdict)
+            evaluation_id = self.store.evaluations.insert(verdict)
             self._db.execute("UPDATE jobs SET state = ?, owner = NULL, lease_until = NULL, evaluation_id = ?, "
                              "status = ?, updated_at = ? WHERE id = ?",
                              (JobState.done.value, evaluation_id, verdict.status.value, _stamp(), ident))

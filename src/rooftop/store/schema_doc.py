@@ -1,8 +1,9 @@
-"""docs/DATABASE.md, made from the comments in the store's `SCHEMA`.
+"""docs/DATABASE.md, rendered from the comments in the tables' schemas.
 
 Each column's meaning sits on its line of the schema, so changing a column and describing it are one
-edit, and tests/test_schema_doc.py fails until the document is made again:
-`python -m rooftop.store.schema_doc > docs/DATABASE.md`.
+edit, and tests/test_schema_doc.py fails until the document is made again. The schemas are gathered
+from their owners, the store's groups and the job queue, by service/database_doc.py (the lowest layer
+that sees both), which is also the command.
 """
 
 from __future__ import annotations
@@ -10,10 +11,8 @@ from __future__ import annotations
 import re
 import textwrap
 from dataclasses import dataclass, field
+from types import ModuleType
 
-from rooftop.store.db import SCHEMA
-
-COMMAND = "python -m rooftop.store.schema_doc > docs/DATABASE.md"
 _TABLE = re.compile(r"CREATE TABLE IF NOT EXISTS (\w+) \($")
 _INDEX = re.compile(r"CREATE INDEX IF NOT EXISTS (\w+) ON (\w+)\((.*)\);$")
 _CONSTRAINTS = ("PRIMARY KEY", "UNIQUE", "FOREIGN KEY", "CHECK")
@@ -27,7 +26,7 @@ class Table:
     notes: list[str] = field(default_factory=list)  # table constraints and indexes
 
 
-def parse(schema: str = SCHEMA) -> tuple[str, list[Table]]:
+def parse(schema: str) -> tuple[str, list[Table]]:
     """The comment paragraph before the first table, and the tables with their comments."""
     preamble, comment, tables, table = "", list[str](), dict[str, Table](), None
     for line in (raw.strip() for raw in schema.splitlines()):
@@ -54,12 +53,14 @@ def parse(schema: str = SCHEMA) -> tuple[str, list[Table]]:
     return preamble, list(tables.values())
 
 
-def markdown(schema: str = SCHEMA) -> str:
-    """The whole document: an introduction, then each table's meaning and columns."""
-    preamble, tables = parse(schema)
+def markdown(schemas: list[tuple[ModuleType, str]], command: str) -> str:
+    """The whole document from (owner, schema) pairs in the document's order: an introduction, then
+    each table's meaning and columns."""
+    preamble, tables = parse("".join(schema for _owner, schema in schemas))
+    owners = ", ".join("src/" + owner.__name__.replace(".", "/") + ".py" for owner, _schema in schemas)
     lines = ["# The results database", "",
-             *textwrap.wrap("Generated from the comments in `SCHEMA` (src/rooftop/store/db.py); edit them, "
-                            f"not this file, and make it again with `{COMMAND}`.", 100), "",
+             *textwrap.wrap(f"Generated from the comments in the tables' schemas ({owners}); edit them, "
+                            f"not this file, and make it again with `{command}`.", 100), "",
              *textwrap.wrap(preamble, 100)]
     for table in tables:
         about = table.about[:1].upper() + table.about[1:]
@@ -70,11 +71,3 @@ def markdown(schema: str = SCHEMA) -> str:
         if table.notes:
             lines += ["", *textwrap.wrap("Constraints and indexes: " + "; ".join(table.notes) + ".", 100)]
     return "\n".join(lines) + "\n"
-
-
-def main() -> None:
-    print(markdown(), end="")
-
-
-if __name__ == "__main__":
-    main()

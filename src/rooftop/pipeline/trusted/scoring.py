@@ -147,7 +147,7 @@ def attach_stored_baselines(verdict: Verdict, store: Store) -> int:
         return 0
     platform = Platform(device=env.device, device_name=env.device_name, torch=env.torch, triton=env.triton,
                         cuda=env.cuda)
-    records = store.baselines(platform, verdict.problem, verdict.problem_version, verdict.graphs)
+    records = store.baselines.newest(platform, verdict.problem, verdict.problem_version, verdict.graphs)
     apply_baselines(verdict, records)
     if verdict.baseline == "starter":  # the reward's speedup is over the starter: known only now
         from rooftop.score.reward import compute_reward
