@@ -17,7 +17,7 @@ from rooftop.batch.selfcheck import judge
 from rooftop.errors import UserError
 from rooftop.measure.measurement import TimingStats, ratio_interval
 from rooftop.problem.figures import CountFailed, estimate, ridge_point
-from rooftop.problem.kernelbench import import_kernelbench, read_sources
+from rooftop.problem.formats.kernelbench import import_kernelbench, read_sources
 from rooftop.problem.registry import bundled_names, deck_names, resolve, resolve_many
 from rooftop.verdict import Gate, ShapeResult, Status, Summary, Verdict
 
@@ -587,7 +587,7 @@ def test_an_imported_file_gets_a_cpu_smoke_shape_derived_from_its_constants(tmp_
     counted bytes fit 1 MiB, checks the reference runs there on the CPU, and marks the shape as
     derived with its own counts. A file whose reference breaks at a smaller size gets none, and
     its description says why."""
-    from rooftop.problem.kernelbench import SourceFile, write_problem
+    from rooftop.problem.formats.kernelbench import SourceFile, write_problem
     from rooftop.problem.loader import load_problem
 
     big = RELU.replace("batch_size = 16", "batch_size = 4096").replace("dim = 1024", "dim = 393216")

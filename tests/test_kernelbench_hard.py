@@ -11,8 +11,10 @@ import yaml
 from test_kernelbench import one_line_error, rooftop
 
 from rooftop.errors import UserError
+from rooftop.problem.formats._kernelbench_hard_read import ADAPTER_MARK
+from rooftop.problem.formats._kernelbench_hard_spec import convert
+from rooftop.problem.formats.kernelbench_hard import import_kernelbench_hard
 from rooftop.problem.instance import ProblemInstance
-from rooftop.problem.kernelbench_hard import ADAPTER_MARK, convert, import_kernelbench_hard
 from rooftop.problem.loader import load_problem
 from rooftop.problem.registry import bundled_names, resolve, resolve_many
 

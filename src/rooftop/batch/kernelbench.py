@@ -25,8 +25,8 @@ from rooftop.errors import UserError
 from rooftop.pipeline.evaluate import resolve_device
 from rooftop.pipeline.job import Settings
 from rooftop.pipeline.trusted.spawn import prestart
+from rooftop.problem.formats.kernelbench import SourceFile, read_sources, write_problem
 from rooftop.problem.imports import Skipped
-from rooftop.problem.kernelbench import SourceFile, read_sources, write_problem
 from rooftop.problem.loader import load_problem
 from rooftop.problem.spec import Problem
 from rooftop.score.kernelbench_metrics import SampleOutcome, summarize

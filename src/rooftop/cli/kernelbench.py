@@ -58,7 +58,7 @@ def import_command(
     json_output: JsonOpt = False,
 ) -> None:
     """Write each KernelBench file as problem kernelbench/level{L}/{file} of the user's decks."""
-    from rooftop.problem.kernelbench import import_kernelbench
+    from rooftop.problem.formats import FORMATS
     from rooftop.problem.registry import deck_roots, user_decks_root
 
     root = into or user_decks_root()
@@ -68,7 +68,7 @@ def import_command(
         def step(name: str, index: int, total: int) -> None:
             bar.update(task, description=f"counting {name}", completed=index, total=total)
 
-        report = import_kernelbench(path, root, progress=step)
+        report = FORMATS["kernelbench"].import_deck(path, root, progress=step)
     if json_output:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
         return

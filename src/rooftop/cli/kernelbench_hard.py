@@ -30,11 +30,11 @@ def import_hard_command(
     json_output: JsonOpt = False,
 ) -> None:
     """Write each KernelBench-Hard problem folder as problem kernelbench-hard/<name> of the user's decks."""
-    from rooftop.problem.kernelbench_hard import DECK, import_kernelbench_hard
+    from rooftop.problem.formats import FORMATS
     from rooftop.problem.registry import deck_roots, user_decks_root
 
-    root = into or user_decks_root()
-    report = import_kernelbench_hard(path, root)
+    root, deck_format = into or user_decks_root(), FORMATS["kernelbench_hard"]
+    report = deck_format.import_deck(path, root)
     if json_output:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
         return
@@ -48,7 +48,7 @@ def import_hard_command(
         out.print(f"[dim]every problem: {escape(common)}[/dim]", highlight=False)
     addressed = any(root.resolve() == r.resolve() for r in deck_roots())
     count = len(report.imported)
-    out.print(f"[dim]{count} problem{'' if count == 1 else 's'} under {escape(str(root / DECK))}"
+    out.print(f"[dim]{count} problem{'' if count == 1 else 's'} under {escape(str(root / str(deck_format.deck)))}"
               + ("; `rooftop problems` lists them" if addressed else
                  f"; set ROOFTOP_DECKS={root} to address them by name") + "[/dim]", highlight=False)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rooftop import config
 from rooftop.errors import UserError
-from rooftop.problem.kernelbench import natural_key
+from rooftop.problem.formats.kernelbench import natural_key
 from rooftop.problem.loader import load_problem
 from rooftop.problem.spec import Problem
 from rooftop.yamlfile import read_yaml

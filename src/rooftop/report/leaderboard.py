@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from rooftop.problem.kernelbench import natural_key
+from rooftop.problem.formats.kernelbench import natural_key
 from rooftop.report.annotations import MARKS, Annotation
 from rooftop.report.collect import Entry, deck_of, display_names
 from rooftop.report.references import ProblemFacts, ReferenceCell, kind_key, reference_cells

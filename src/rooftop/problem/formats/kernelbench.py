@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import re
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -21,8 +20,9 @@ from typing import Any, Literal
 import yaml
 
 from rooftop.errors import UserError
+from rooftop.problem.formats import FORMATS, DeckFormat, Progress, check_reference
 from rooftop.problem.imports import Imported, ImportReport, Note, Skipped
-from rooftop.problem.spec import ParamValue, Policy, ProblemSpec, Shape
+from rooftop.problem.spec import ParamValue, Policy, Problem, ProblemSpec, Shape
 from rooftop.yamlfile import read_yaml
 
 DECK = "kernelbench"
@@ -216,7 +216,7 @@ def kernelbench_spec(tree: ast.Module, stem: str, title: str, description: str,
 
 
 # -- writing ------------------------------------------------------------------------------------
-def import_kernelbench(path: Path, into: Path, progress: Callable[[str, int, int], None] | None = None) -> ImportReport:
+def import_kernelbench(path: Path, into: Path, progress: Progress | None = None) -> ImportReport:
     """Write every problem of `path` under `into` as kernelbench/level{L}/{stem}/. Importing the
     same files again changes nothing; a changed reference bumps its problem's version.
     `progress(name, index, total)` is told of each file before it is counted."""
@@ -298,3 +298,43 @@ def _version(spec_file: Path) -> int:
         return int(data.get("version", 1)) if isinstance(data, dict) else 1
     except (yaml.YAMLError, TypeError, ValueError):
         return 1
+
+
+def load_file(path: Path) -> Problem:
+    """A single file with Model, zero-argument get_inputs/get_init_inputs and shape constants; its
+    roofline figures are estimated (problem/figures.py) when its reference runs on the meta device."""
+    from rooftop.problem.figures import CountFailed, cached_estimate
+
+    tree = check_reference(path)
+    try:
+        figures = cached_estimate(path)
+    except CountFailed:
+        figures = None  # no figures, no roofline; checking the problem says what is wrong with it
+    name = path.stem.replace(" ", "_")
+    spec = kernelbench_spec(tree, name, name, describe(tree) or f"KernelBench-style problem from {path.name}",
+                            figures)
+    return Problem(spec=spec, root=path.parent.resolve(), reference=path.resolve())
+
+
+class KernelBench(DeckFormat):
+    """A KernelBench file (opened as it stands), or a checkout, a level folder or a parquet file of
+    its dataset (imported as the decks kernelbench/level{L})."""
+
+    name, rank, deck = "kernelbench", 1, DECK
+
+    def recognise(self, path: Path) -> bool:
+        if path.is_file():
+            return path.suffix in (".py", ".parquet")
+        return path.is_dir() and bool(_level_folders(path))
+
+    def opens(self, path: Path) -> bool:
+        return path.is_file() and path.suffix == ".py"
+
+    def load(self, path: Path, bundled_name: str | None = None) -> Problem:
+        return load_file(path)
+
+    def import_deck(self, path: Path, into: Path, progress: Progress | None = None) -> ImportReport:
+        return import_kernelbench(path, into, progress)
+
+
+FORMATS.add(KernelBench.name, KernelBench())
