@@ -102,6 +102,17 @@ def _on(device: torch.device) -> contextlib.AbstractContextManager[Any]:
 
 def _kernels() -> Any:
     """The kernels, defined only once Triton is known to import."""
+
+    class Kernels:
+        screen = _screen_kernel()
+        digest = _digest_kernel()
+
+    return Kernels
+
+
+def _screen_kernel() -> Any:
+    """Per program: the largest absolute and relative errors, the sums of squares of the errors and
+    of the reference, and the counts of elements over tolerance and of non-finite ones."""
     import triton
     import triton.language as tl
 
@@ -145,6 +156,14 @@ def _kernels() -> Any:
         tl.store(row + 4, tl.sum(over, axis=0))
         tl.store(row + 5, tl.sum(unfinite, axis=0))
 
+    return screen_kernel
+
+
+def _digest_kernel() -> Any:
+    """Per program: the plain and the position-weighted sums of the words."""
+    import triton
+    import triton.language as tl
+
     @triton.jit(do_not_specialize=["n", "chunk"])
     def digest_kernel(words_ptr, out_ptr, n, chunk, MODULUS: tl.constexpr, BLOCK: tl.constexpr):
         pid = tl.program_id(0)
@@ -162,8 +181,4 @@ def _kernels() -> Any:
         tl.store(out_ptr + pid * 2, tl.sum(plain, axis=0))
         tl.store(out_ptr + pid * 2 + 1, tl.sum(weighted, axis=0))
 
-    class Kernels:
-        screen = screen_kernel
-        digest = digest_kernel
-
-    return Kernels
+    return digest_kernel
