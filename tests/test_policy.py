@@ -109,7 +109,7 @@ def test_problem_can_extend_the_import_allow_list():
 
 
 def test_native_files_are_checked_too():
-    from rooftop.integrity.policy import check_native
+    from rooftop.integrity.native_policy import check_native
     [(rule, line, _)] = check_native("int main() {\n  // cudaStreamCreate(&s) in a comment is fine\n"
                                      "  cudaStreamCreateWithFlags(&s, 1);\n}")
     assert rule == "stream" and line == 3

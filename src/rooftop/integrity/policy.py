@@ -8,7 +8,6 @@ streams, threads) live beside this module and catch what a static reading cannot
 from __future__ import annotations
 
 import ast
-import re
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rooftop.build.backends import family_markers, family_suffixes
+from rooftop.integrity.native_policy import check_native
 from rooftop.plugins import Registry
 from rooftop.problem.spec import Policy
 
@@ -52,23 +52,6 @@ INTROSPECTION = {"_getframe", "f_back", "f_locals", "f_globals", "f_code", "gi_f
 # names a solution's files may not take: they would be imported in place of the real module
 SHADOWABLE = set(sys.stdlib_module_names) | {"torch", "triton", "numpy", "rooftop", "rooftop_reference",
                                              "rooftop_solution", "nvidia", "cuda"}
-# native (CUDA/C++) constructs that create streams or threads behind the harness's back
-NATIVE_RULES = (
-    ("stream", re.compile(r"\b(cudaStreamCreate\w*|cuStreamCreate\w*|getStreamFromPool|getStreamFromExternal)\b")),
-    ("thread", re.compile(r"\b(std::thread|std::async|pthread_create|std::jthread)\b")),
-)
-
-# library compute reached from native code, refused where the problem forbids torch compute
-# (allow_torch_ops: false, as kernel-to-kernel tasks do): vendor libraries, ATen's ops by name, and
-# tensor methods that compute; allocation (at::empty, torch::zeros, ...) stays allowed
-NATIVE_LIBRARIES = re.compile(r"\b(cublas\w*|cudnn\w*|cutlass::|cute::|cub::Device\w*|thrust::\w+|cusparse\w*|"
-                              r"cufft\w*)")
-NATIVE_TORCH_CALL = re.compile(r"\b(?:at|torch)::(\w+)\s*\(")
-NATIVE_TORCH_ALLOWED = {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full",
-                        "full_like", "from_blob", "arange", "TensorOptions", "device", "dtype", "Device",
-                        "Scalar", "IntArrayRef", "check"}
-NATIVE_TENSOR_COMPUTE = re.compile(r"\.(mm|matmul|bmm|addmm|baddbmm|conv\w*|softmax|log_softmax|sum|mean|cumsum|"
-                                   r"cumprod|topk|sort|layer_norm|relu|gelu|sigmoid|tanh|exp|max|min|argmax|norm)\s*\(")
 # kernel-to-kernel tasks: what each language's kernels are made with, and what belongs to the other
 # (as their language backends name them)
 TRITON_KERNEL = family_markers("triton")
@@ -192,27 +175,6 @@ def _findings(nodes: list[tuple[ast.AST, bool]], context: Context) -> list[Findi
                 found.append((rank, len(found), finding))
     found.sort(key=lambda f: f[:2])
     return [finding for _, _, finding in found]
-
-
-def check_native(source: str, policy: Policy | None = None) -> list[tuple[str, int, str]]:
-    """Stream or thread creation in CUDA/C++ text (load_inline strings and .cu/.cpp files), and library
-    compute where the policy forbids torch compute."""
-    hits = []
-    own_kernels_only = policy is not None and not policy.allow_torch_ops
-    for number, line in enumerate(source.splitlines(), 1):
-        code = line.split("//", 1)[0]
-        for rule, pattern in NATIVE_RULES:
-            match = pattern.search(code)
-            if match:
-                hits.append((rule, number, f"'{match.group(1)}' creates a {rule}; all work must run on the "
-                             "caller's current stream, inside the call"))
-        if own_kernels_only:
-            found = NATIVE_LIBRARIES.search(code) or NATIVE_TENSOR_COMPUTE.search(code) or next(
-                (m for m in NATIVE_TORCH_CALL.finditer(code) if m.group(1) not in NATIVE_TORCH_ALLOWED), None)
-            if found:
-                hits.append(("library", number, f"'{found.group(0).strip()}' calls library compute; this problem "
-                             "takes only the solution's own kernels"))
-    return hits
 
 
 def check_language(sources: dict[Path, str], policy: Policy) -> list[tuple[Path, Violation]]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rooftop.integrity.policy import Violation, check_file_names, check_language, check_native, check_source
+from rooftop.integrity.native_policy import check_native
+from rooftop.integrity.policy import Violation, check_file_names, check_language, check_source
 from rooftop.problem.spec import Policy
 from rooftop.solution.loader import Solution
 from rooftop.verdict import GateFailed, Status
