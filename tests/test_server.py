@@ -23,8 +23,9 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
 from rooftop.pipeline.job import Settings
-from rooftop.server.app import MAX_REQUEST_BYTES, ServerConfig, create_app
+from rooftop.server.app import ServerConfig, create_app
 from rooftop.server.client import Client, ServerError
+from rooftop.server.guard import MAX_REQUEST_BYTES
 
 pytestmark = pytest.mark.slow
 
