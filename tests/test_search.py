@@ -18,16 +18,8 @@ from conftest import FIXTURES
 from fakes.openai_server import Reply, ScriptedLLM
 from typer.testing import CliRunner
 
-from rooftop.agents.search import (
-    Node,
-    SearchConfig,
-    SearchSummary,
-    code_hash,
-    extract_code,
-    search,
-    search_sync,
-    select_parent,
-)
+from rooftop.agents.search import extract_code, search, search_sync
+from rooftop.agents.search_records import Node, SearchConfig, SearchSummary, code_hash, select_parent
 from rooftop.errors import UserError
 from rooftop.pipeline.job import Settings
 from rooftop.problem.registry import resolve

@@ -44,7 +44,7 @@ def test_there_is_one_usage_class():
 
 
 def test_every_usage_field_is_that_class():
-    from rooftop.agents.search import Queries
+    from rooftop.agents.search_records import Queries
 
     for model, name in ((Event, "usage"), (Session, "usage"), (AgentRun, "usage"), (MessageEvent, "usage"),
                         (Queries, "tokens")):
@@ -139,7 +139,7 @@ def test_an_old_rooftop_transcript_loads_and_its_lines_keep_their_shape(tmp_path
 
 
 def test_an_old_search_summary_loads_and_is_written_the_same():
-    from rooftop.agents.search import ProblemSummary, Queries, SearchSummary
+    from rooftop.agents.search_records import ProblemSummary, Queries, SearchSummary
 
     queries = {"requests": 7, "retries": 1, "failed_queries": 0, "prompt_tokens": 350, "completion_tokens": 70}
     problem = {"problem": "p", "folder": "p", "budget": 5, "queries": 5, "nodes": 5, "correct": 1, "duplicates": 0,

@@ -29,7 +29,7 @@ from rooftop.errors import UserError
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-    from rooftop.agents.search import SearchConfig, SearchSummary
+    from rooftop.agents.search_records import SearchConfig, SearchSummary
     from rooftop.problem.spec import Problem
     from rooftop.service.evaluator import Evaluator
 
@@ -80,7 +80,7 @@ def search_command(
 
     import openai
 
-    from rooftop.agents.search import SearchConfig
+    from rooftop.agents.search_records import SearchConfig
     from rooftop.pipeline.evaluate import resolve_device
     from rooftop.service.evaluator import Evaluator
 
