@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from rooftop.agents import llm
+from rooftop.agents import llm, llm_tools
 from rooftop.agents.adapters import adapter
 from rooftop.agents.adapters.llm import ADAPTER
 from rooftop.agents.transcript import (
@@ -130,9 +130,9 @@ def test_read_file_stays_inside_the_workspace(workspace: Path) -> None:
 
 
 def test_read_file_caps_large_files(workspace: Path) -> None:
-    (workspace / "big.txt").write_text("x" * (llm.READ_LIMIT + 10))
-    text = llm.read_file(workspace, "big.txt")
-    assert text.startswith("x" * llm.READ_LIMIT) and "truncated" in text
+    (workspace / "big.txt").write_text("x" * (llm_tools.READ_LIMIT + 10))
+    text = llm_tools.read_file(workspace, "big.txt")
+    assert text.startswith("x" * llm_tools.READ_LIMIT) and "truncated" in text
 
 
 def test_max_turns_ends_the_loop(workspace: Path) -> None:
@@ -195,9 +195,9 @@ def test_bad_tool_calls_become_error_results(workspace: Path) -> None:
 
 
 def test_parse_arguments() -> None:
-    assert llm.parse_arguments('{"code": "x"}') == {"code": "x"}
-    assert llm.parse_arguments("") == {}
-    bad = llm.parse_arguments('{"code": "x"')
+    assert llm_tools.parse_arguments('{"code": "x"}') == {"code": "x"}
+    assert llm_tools.parse_arguments("") == {}
+    bad = llm_tools.parse_arguments('{"code": "x"')
     assert isinstance(bad, str) and bad.startswith("error: the arguments are not valid JSON")
 
 
@@ -249,9 +249,9 @@ def test_sigterm_still_writes_a_result(workspace: Path) -> None:
 
 def test_truncate_keeps_head_and_tail() -> None:
     text = "HEAD" + "m" * 40_000 + "TAIL"
-    cut = llm.truncate(text)
+    cut = llm_tools.truncate(text)
     assert cut.startswith("HEAD") and cut.endswith("TAIL") and "left out" in cut and len(cut) < 17_000
-    assert llm.truncate("short") == "short"
+    assert llm_tools.truncate("short") == "short"
 
 
 def test_usage_reads_cached_and_reasoning_tokens() -> None:
