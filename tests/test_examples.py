@@ -19,7 +19,7 @@ def test_the_deck_is_complete():
     for _name, path, _statuses in solutions():
         assert path.exists(), path
         from rooftop.solution.loader import load_solution
-        languages.update(lang.value for lang in load_solution(path).languages)
+        languages.update(load_solution(path).languages)
     assert {"triton", "cuda_inline", "cuda_nvcc", "pytorch"} <= languages
     kinds = {s["cpu"] for _, _, s in solutions()} | {s["cuda"] for _, _, s in solutions()}
     assert {"correct", "incorrect", "compile_error", "runtime_error", "timeout", "rejected", "init_error"} <= kinds
