@@ -107,7 +107,7 @@ def prepare(problem: Problem, solution: Solution, settings: Settings, device: De
     verdict = Verdict(status=Status.internal_error, reward=None, problem=problem.name,
                       problem_version=problem.spec.version, solution=str(solution.path),
                       baseline=problem.spec.baseline,
-                      source_hash=solution.source_hash, languages=[x.value for x in solution.languages],
+                      source_hash=solution.source_hash, languages=list(solution.languages),
                       shapes_selected=which, reward_fn=settings.reward_fn,
                       graphs=settings.graphs and device == "cuda", figures=problem.spec.figures)
     verdict.shapes = [ShapeResult(shape=s.name, split=s.split.value, params=s.params) for s in shapes]
