@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+from rooftop.agents.processes import kill_group
 
 OUTPUT_LIMIT = 16 * 1024  # characters of ./bench output handed back to the model
 READ_LIMIT = 64 * 1024  # bytes of a file read_file returns
@@ -39,7 +40,7 @@ def run_kernel(workspace: Path, code: str, *, timeout: float, hide_env: tuple[st
             out, _ = proc.communicate(timeout=timeout)
             footer = f"[./bench exit status: {proc.returncode}]"
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            kill_group(proc.pid)
             try:
                 out, _ = proc.communicate(timeout=10)
             except subprocess.TimeoutExpired:
@@ -47,16 +48,9 @@ def run_kernel(workspace: Path, code: str, *, timeout: float, hide_env: tuple[st
             footer = f"[./bench timed out after {timeout:g} s and was stopped]"
     finally:
         if proc.poll() is None:
-            _kill_group(proc)
+            kill_group(proc.pid)
     text = truncate(out.decode("utf-8", errors="replace"))
     return f"{text.rstrip()}\n{footer}" if text.strip() else footer
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def read_file(workspace: Path, path: str) -> str:

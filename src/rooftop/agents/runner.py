@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import stat
 import subprocess
 import tempfile
@@ -32,6 +31,7 @@ from rooftop.agents.adapters import Adapter
 from rooftop.agents.adapters import adapter as find_adapter
 from rooftop.agents.egress import Egress, endpoint
 from rooftop.agents.gateway import Gateway
+from rooftop.agents.processes import feed, kill_group, kill_marked, stop_group
 from rooftop.agents.record import AgentRun, Grade
 from rooftop.agents.sandbox import HOST_NETWORK, agent_env, agent_sandbox
 from rooftop.agents.workspace import NO_SOLUTION, build_workspace, snapshot, solution_files
@@ -203,15 +203,15 @@ def _run_session(plan: RunPlan, adapter: Adapter, record: AgentRun, folder: Path
         except OSError as exc:
             raise UserError(f"agent {plan.agent.label}: could not start {launch.argv[0]} ({exc.strerror})") from None
         if launch.stdin is not None:
-            threading.Thread(target=_feed, args=(proc, launch.stdin), daemon=True).start()
+            threading.Thread(target=feed, args=(proc, launch.stdin), daemon=True).start()
         try:
             proc.wait(timeout=plan.agent.timeout)
         except subprocess.TimeoutExpired:
             record.timed_out = True
-            _stop_group(proc, grace_s)
+            stop_group(proc, grace_s)
         finally:
-            _kill_group(proc.pid)
-            _kill_marked(record.id)
+            kill_group(proc.pid)
+            kill_marked(MARKER, record.id)
     record.wall_s = round(time.monotonic() - started, 3)
     record.exit_code = proc.returncode
     extra = collect_files(adapter.extra_transcripts(home), home, folder / AGENT_FILES)
@@ -280,61 +280,6 @@ def _grade(evaluator: Evaluator, problem: Problem, settings: Settings, workspace
     return grades["visible"], grades["graded"]
 
 
-def _stop_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
-    """TERM to the agent's process group, then KILL once the grace period is over."""
-    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 30.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _kill_marked(ident: str) -> int:
-    """Kill every process of this user whose environment carries the run's marker: what the
-    agent left behind in a session of its own (no process group reaches it)."""
-    needle = f"{MARKER}={ident}".encode()
-    killed = 0
-    for _ in range(3):  # a dying parent may still fork once
-        found = 0
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit() or int(entry.name) == os.getpid():
-                continue
-            try:
-                with open(f"/proc/{entry.name}/environ", "rb") as f:
-                    if needle not in f.read().split(b"\0"):
-                        continue
-                os.kill(int(entry.name), signal.SIGKILL)
-                found += 1
-            except (OSError, ValueError):
-                continue
-        killed += found
-        if not found:
-            break
-        time.sleep(0.05)
-    return killed
-
-
-def _feed(proc: subprocess.Popen[bytes], text: str) -> None:
-    try:
-        assert proc.stdin is not None
-        proc.stdin.write(text.encode())
-        proc.stdin.close()
-    except OSError:
-        pass
-
-
 def _program(plan: RunPlan, adapter: Adapter) -> tuple[str, list[Path]]:
     """The CLI to start, and the folders it may read besides the system's."""
     program = executable(plan.agent.executable or adapter.program(plan.agent.args), plan.agent.adapter)
@@ -360,7 +305,7 @@ def _probe_version(plan: RunPlan, adapter: Adapter, sandbox_kind: str, ident: st
         try:
             return _version([*sandbox.prefix, *adapter.version_argv(program)], env, workspace)
         finally:
-            _kill_marked(marker)
+            kill_marked(MARKER, marker)
 
 
 def _version(argv: list[str], env: dict[str, str], cwd: Path) -> str | None:

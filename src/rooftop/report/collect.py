@@ -17,6 +17,7 @@ from rooftop.errors import UserError
 from rooftop.report import annotations as audit
 from rooftop.report.annotations import Annotation
 from rooftop.service.queue import JobQueue
+from rooftop.store.baselines import TimedBaseline
 from rooftop.store.db import Store
 from rooftop.verdict import Verdict
 
@@ -160,28 +161,13 @@ def evaluation_entries(store: Store, deck: str | None) -> list[Entry]:
     return entries
 
 
-@dataclass
-class StoredBaseline:
-    """One row of the `baselines` table, as much of it as a report needs."""
-
-    problem: str
-    problem_version: int
-    device: str
-    device_name: str
-    shape: str
-    kind: str
-    mode: str
-    seconds: float
-
-
-def stored_baselines(store: Store, deck: str | None) -> list[StoredBaseline]:
+def stored_baselines(store: Store, deck: str | None) -> list[TimedBaseline]:
     """The timed rows (events, not graphs), oldest first: a later row of the same key wins."""
-    return [StoredBaseline(r.problem, r.problem_version, r.device, r.device_name, r.shape, r.kind, r.mode, r.median_s)
-            for r in store.baselines.timed() if in_deck(r.problem, deck)]
+    return [r for r in store.baselines.timed() if in_deck(r.problem, deck)]
 
 
 def load(store: Store, sweep: str | None,
-         deck: str | None) -> tuple[Literal["agent_runs", "evaluations"], list[Entry], list[StoredBaseline]]:
+         deck: str | None) -> tuple[Literal["agent_runs", "evaluations"], list[Entry], list[TimedBaseline]]:
     """Where the rows come from (agent_runs or evaluations), the entries and the baselines."""
     baselines = stored_baselines(store, deck)
     entries = agent_entries(store, sweep, deck)

@@ -17,10 +17,11 @@ from pydantic import BaseModel
 
 from rooftop.problem.registry import resolve
 from rooftop.problem.spec import ProblemSpec
-from rooftop.report.collect import Entry, StoredBaseline
+from rooftop.report.collect import Entry
 from rooftop.score.aggregate import geomean
 from rooftop.score.hardware import GpuSpec, lookup
 from rooftop.score.roofline import floor_seconds
+from rooftop.store.baselines import TimedBaseline
 
 KIND_ORDER = ("eager", "compile", "compile:max-autotune", "sota")
 
@@ -109,7 +110,7 @@ def problem_spec(problem: str) -> ProblemSpec | None:
         return None
 
 
-def gather(entries: list[Entry], baselines: list[StoredBaseline]) -> dict[tuple[str, str], ProblemFacts]:
+def gather(entries: list[Entry], baselines: list[TimedBaseline]) -> dict[tuple[str, str], ProblemFacts]:
     """Facts per (problem, device name), from the entries' verdicts and the stored baselines."""
     facts: dict[tuple[str, str], ProblemFacts] = {}
     versions: dict[str, int] = {}
@@ -139,7 +140,7 @@ def gather(entries: list[Entry], baselines: list[StoredBaseline]) -> dict[tuple[
             continue
         problem = facts.setdefault((row.problem, row.device_name), ProblemFacts(row.problem, row.device_name,
                                                                                 row.device))
-        problem.shape(row.shape).stored[kind_label(row.kind, row.mode)] = row.seconds
+        problem.shape(row.shape).stored[kind_label(row.kind, row.mode)] = row.median_s
     for problem in facts.values():
         _fill_from_spec(problem)
     return facts
