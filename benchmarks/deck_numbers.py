@@ -26,13 +26,13 @@ from rooftop.cli.common import progress_bar
 from rooftop.measure.baselines import KINDS, time_baselines
 from rooftop.measure.stopping import TimingPolicy
 from rooftop.pipeline.evaluate import evaluate
-from rooftop.pipeline.job import Settings
 from rooftop.problem.registry import bundled_names, expected_statuses, resolve
 from rooftop.problem.spec import Problem
 from rooftop.score.aggregate import geomean
 from rooftop.score.hardware import GpuSpec, lookup
 from rooftop.score.roofline import floor_seconds, roofline_fraction
 from rooftop.solution.loader import load_solution
+from rooftop.vocabulary import Settings
 
 
 def our_solutions(problem: Problem) -> list[Path]:

@@ -25,9 +25,9 @@ import time
 from pathlib import Path
 
 from rooftop.pipeline.evaluate import evaluate
-from rooftop.pipeline.job import Settings
 from rooftop.problem.registry import bundled_names, expected_statuses, resolve
 from rooftop.solution.loader import load_solution
+from rooftop.vocabulary import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 

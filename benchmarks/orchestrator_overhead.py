@@ -25,7 +25,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from rooftop.pipeline.job import Settings  # noqa: E402
 from rooftop.problem.loader import load_problem  # noqa: E402
 from rooftop.service.jobs import SourceSnapshot  # noqa: E402
 from rooftop.service.orchestrator import Orchestrator, Slot  # noqa: E402
@@ -33,6 +32,7 @@ from rooftop.service.queue import JobQueue  # noqa: E402
 from rooftop.service.worker import Hello, Outcome, Stage, Task  # noqa: E402
 from rooftop.store.db import Store  # noqa: E402
 from rooftop.verdict import Status, Verdict  # noqa: E402
+from rooftop.vocabulary import Settings  # noqa: E402
 
 PROBLEM = ROOT / "tests" / "fixtures" / "problems" / "scale"
 SOLUTION = ROOT / "tests" / "fixtures" / "solutions" / "good.py"

@@ -31,8 +31,8 @@ from typing import Any
 from rooftop.batch.selfcheck import selfcheck
 from rooftop.errors import UserError
 from rooftop.measure.stopping import TimingPolicy
-from rooftop.pipeline.job import DeviceChoice, Settings
 from rooftop.problem.registry import resolve_many
+from rooftop.vocabulary import DeviceChoice, Settings
 
 VARIANTS = {"on": True, "off": False}  # the checks
 CHUNK = 5  # problems self-checked per variant before the other variant takes them

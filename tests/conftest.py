@@ -65,8 +65,8 @@ def run(problem: str, solution: str | Path, **settings):
     """Evaluate a solution (a fixture name, or any path) against a fixture problem on the CPU
     (unless told otherwise)."""
     from rooftop.pipeline.evaluate import evaluate
-    from rooftop.pipeline.job import Settings
     from rooftop.solution.loader import load_solution
+    from rooftop.vocabulary import Settings
 
     settings.setdefault("device", "cpu")
     settings.setdefault("timeout", 60)

@@ -24,9 +24,9 @@ from conftest import FIXTURES, ROOT
 
 from rooftop.agents.runner import AgentConfig, RunPlan, run_agent
 from rooftop.integrity.sandbox import bwrap_path
-from rooftop.pipeline.job import DeviceChoice, Settings
 from rooftop.service.evaluator import Evaluator
 from rooftop.transcripts.detect import load
+from rooftop.vocabulary import DeviceChoice, Settings
 
 CLIS = Path(os.environ.get("ROOFTOP_AGENT_CLIS") or ROOT / ".cache" / "agent-clis")
 KEY = "sk-scripted-0123456789"

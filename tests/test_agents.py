@@ -22,11 +22,11 @@ from rooftop.agents.record import AgentRun
 from rooftop.agents.runner import AgentConfig, RunPlan, run_agent
 from rooftop.agents.workspace import build_workspace, solution_files
 from rooftop.integrity.sandbox import bwrap_path
-from rooftop.pipeline.job import DeviceChoice, Settings
 from rooftop.problem.loader import load_problem
 from rooftop.service.evaluator import Evaluator
 from rooftop.service.queue import JobQueue
 from rooftop.store.db import Store
+from rooftop.vocabulary import DeviceChoice, Settings
 
 FAKES = Path(__file__).parent / "fakes" / "agents"
 GOOD = (FIXTURES / "solutions/good.py").read_text()

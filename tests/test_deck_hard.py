@@ -116,8 +116,8 @@ def test_flops_formula_matches_an_independent_count(name):
 @pytest.mark.parametrize("name,path,statuses", list(deck_solutions("hard")), ids=lambda v: getattr(v, "name", None))
 def test_lazy_solutions_fail_on_the_cpu(name, path, statuses):
     from rooftop.pipeline.evaluate import evaluate
-    from rooftop.pipeline.job import Settings
     from rooftop.solution.loader import load_solution
+    from rooftop.vocabulary import Settings
 
     verdict = evaluate(resolve(name), load_solution(path), Settings(device="cpu", timeout=60, timing=False))
     assert verdict.status.value == statuses["cpu"], verdict.messages
@@ -128,8 +128,8 @@ def test_lazy_solutions_fail_on_the_cpu(name, path, statuses):
 def test_bundled_solutions_get_their_status_on_every_gpu_shape(name, path, statuses):
     """Held-out shapes included: a reference solution must be right where no agent looked."""
     from rooftop.pipeline.evaluate import evaluate
-    from rooftop.pipeline.job import Settings
     from rooftop.solution.loader import load_solution
+    from rooftop.vocabulary import Settings
 
     problem = resolve(name)
     verdict = evaluate(problem, load_solution(path), Settings(device="cuda", shapes="all", timing=False))

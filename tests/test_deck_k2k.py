@@ -84,7 +84,7 @@ def test_degenerate_answers_fail_and_sizes_are_honest(name):
 @pytest.mark.parametrize("name", [n for n in NAMES if _language(n) == "triton"])
 def test_triton_starter_is_correct_on_the_cpu(name):
     from rooftop.pipeline.evaluate import evaluate
-    from rooftop.pipeline.job import Settings
+    from rooftop.vocabulary import Settings
 
     problem = resolve(name)
     verdict = evaluate(problem, load_solution(problem.starter), Settings(device="cpu", timeout=120, timing=False))
@@ -94,7 +94,7 @@ def test_triton_starter_is_correct_on_the_cpu(name):
 @pytest.mark.parametrize("name,path,statuses", list(deck_solutions("k2k")), ids=lambda v: getattr(v, "name", None))
 def test_lazy_solutions_are_refused(name, path, statuses):
     from rooftop.pipeline.evaluate import evaluate
-    from rooftop.pipeline.job import Settings
+    from rooftop.vocabulary import Settings
 
     verdict = evaluate(resolve(name), load_solution(path), Settings(device="cpu", timeout=120, timing=False))
     assert verdict.status.value == statuses["cpu"], verdict.messages
@@ -106,7 +106,7 @@ def test_starter_is_correct_on_every_gpu_shape_and_timed_as_the_baseline(name):
     from rooftop.measure.baselines import time_baselines
     from rooftop.measure.stopping import TimingPolicy
     from rooftop.pipeline.evaluate import evaluate
-    from rooftop.pipeline.job import Settings
+    from rooftop.vocabulary import Settings
 
     problem = resolve(name)
     verdict = evaluate(problem, load_solution(problem.starter), Settings(device="cuda", shapes="all", timing=False))

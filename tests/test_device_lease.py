@@ -168,8 +168,8 @@ def test_without_builders_asked_for_each_core_beside_the_device_workers_gets_one
 EVALUATE = """
 import json, sys, time
 from rooftop.pipeline.evaluate import evaluate
-from rooftop.pipeline.events import DeviceWait, GateFinished, GateStarted
-from rooftop.pipeline.job import Settings
+from rooftop.vocabulary import DeviceWait, GateFinished, GateStarted
+from rooftop.vocabulary import Settings
 from rooftop.problem.loader import load_problem
 from rooftop.solution.loader import load_solution
 seen = {"waits": []}

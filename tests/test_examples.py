@@ -41,8 +41,8 @@ def test_problem_is_well_formed(name):
 @pytest.mark.parametrize("name,path,statuses", list(solutions()), ids=lambda v: getattr(v, "name", None))
 def test_solution_gets_its_expected_status_on_cpu(name, path, statuses):
     from rooftop.pipeline.evaluate import evaluate
-    from rooftop.pipeline.job import Settings
     from rooftop.solution.loader import load_solution
+    from rooftop.vocabulary import Settings
 
     expected = statuses["cpu"]
     if path.name in COMPILED_ELSEWHERE:
@@ -61,8 +61,8 @@ def test_solution_gets_its_expected_status_on_cpu(name, path, statuses):
 @pytest.mark.parametrize("name,path,statuses", list(solutions()), ids=lambda v: getattr(v, "name", None))
 def test_solution_gets_its_expected_status_on_gpu(name, path, statuses):
     from rooftop.pipeline.evaluate import evaluate
-    from rooftop.pipeline.job import Settings
     from rooftop.solution.loader import load_solution
+    from rooftop.vocabulary import Settings
 
     verdict = evaluate(resolve(name), load_solution(path), Settings(device="cuda", timeout=60))
     assert verdict.status.value == statuses["cuda"], verdict.messages

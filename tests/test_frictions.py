@@ -92,8 +92,8 @@ def test_a_file_with_only_class_model_is_not_a_solution(tmp_path):
 
 def test_the_runner_emits_structured_events_in_order():
     from rooftop.pipeline.evaluate import evaluate
-    from rooftop.pipeline.job import Settings
     from rooftop.solution.loader import load_solution
+    from rooftop.vocabulary import Settings
 
     events = []
     verdict = evaluate(fixture_problem("scale"), load_solution(FIXTURES / "solutions/good.py"),
@@ -112,8 +112,8 @@ def test_the_runner_emits_structured_events_in_order():
 
 def test_a_failed_gate_is_reported_with_its_status():
     from rooftop.pipeline.evaluate import evaluate
-    from rooftop.pipeline.job import Settings
     from rooftop.solution.loader import load_solution
+    from rooftop.vocabulary import Settings
 
     events = []
     evaluate(fixture_problem("scale"), load_solution(FIXTURES / "solutions/wrong.py"), Settings(device="cpu"),
@@ -124,9 +124,9 @@ def test_a_failed_gate_is_reported_with_its_status():
 
 def test_cancelling_stops_between_calls_and_leaves_no_verdict():
     from rooftop.pipeline.evaluate import evaluate
-    from rooftop.pipeline.job import Settings
     from rooftop.pipeline.trusted.context import Cancelled
     from rooftop.solution.loader import load_solution
+    from rooftop.vocabulary import Settings
 
     cancel = threading.Event()
 
@@ -235,8 +235,8 @@ def test_settings_are_checked_where_they_enter_the_library_for_every_surface(tmp
 
     from rooftop.errors import UserError
     from rooftop.pipeline.evaluate import check_settings
-    from rooftop.pipeline.job import Settings
     from rooftop.service.evaluator import Evaluator
+    from rooftop.vocabulary import Settings
 
     for bad in ({"shapes": " , "}, {"reward_fn": "nope"}, {"graphs": True, "device": "cpu"}, {"timeout": 0}):
         with pytest.raises(ValidationError):

@@ -67,9 +67,9 @@ def test_the_trusted_side_running_out_of_memory_is_an_internal_error(tmp_path):
         "        import os\n        if os.environ.get('ROOFTOP_SANDBOX') is None:  # the trusted side only\n"
         "            raise MemoryError('host memory exhausted')\n        return x * self.alpha"))
     from rooftop.pipeline.evaluate import evaluate
-    from rooftop.pipeline.job import Settings
     from rooftop.problem.loader import load_problem
     from rooftop.solution.loader import load_solution
+    from rooftop.vocabulary import Settings
 
     v = evaluate(load_problem(problem), load_solution(FIXTURES / "solutions" / "good.py"),
                  Settings(device="cpu", timeout=60, timing=False))

@@ -537,7 +537,7 @@ def test_batch_kb_starts_each_next_generations_child_ahead_on_a_gpu(kb, tmp_path
     """On a GPU the next generation's child comes up while the current one is judged (here the
     device is taken for a GPU and the start only recorded; the evaluations run on the CPU)."""
     from rooftop.batch import kernelbench as batch
-    from rooftop.pipeline.job import Settings
+    from rooftop.vocabulary import Settings
 
     run = tmp_path / "run"
     run.mkdir()

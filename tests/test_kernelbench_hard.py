@@ -305,7 +305,7 @@ def test_each_reference_is_correct_as_its_own_candidate_on_the_cpu(kbh, decks):
     """The selfcheck of the deck: the reference with `ModelNew = Model` added (the adapter included)
     passes the static gate and is correct on every shape, both outputs of the top-k included."""
     from rooftop.batch.selfcheck import selfcheck
-    from rooftop.pipeline.job import Settings
+    from rooftop.vocabulary import Settings
 
     import_kernelbench_hard(kbh, decks)
     rows = selfcheck(resolve_many("kernelbench-hard"), Settings(device="cpu", shapes="visible", timing=False,

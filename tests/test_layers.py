@@ -20,6 +20,7 @@ LAYERS = [
     ["service"],
     ["api"],
     ["pipeline"],
+    ["vocabulary"],  # the public words: Settings, the choice enums, the events
     ["store"],
     ["score"],
     ["measure"],

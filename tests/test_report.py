@@ -14,7 +14,6 @@ from conftest import FIXTURES, fixture_problem
 
 from rooftop.agents.record import AgentRun, Grade
 from rooftop.measure.measurement import TimingStats
-from rooftop.pipeline.job import Settings
 from rooftop.score.hardware import lookup
 from rooftop.score.roofline import floor_seconds
 from rooftop.service.jobs import SourceSnapshot
@@ -22,6 +21,7 @@ from rooftop.service.queue import JobQueue, JobState
 from rooftop.store.db import Store
 from rooftop.transcripts.usage import Usage
 from rooftop.verdict import Environment, ShapeResult, Status, Summary, Verdict
+from rooftop.vocabulary import Settings
 
 H100 = "NVIDIA H100 80GB HBM3"
 SCALE, LINEAR = fixture_problem("scale"), fixture_problem("linear")

@@ -13,8 +13,6 @@ import pytest
 from conftest import FIXTURES
 
 from rooftop.pipeline.evaluate import prepare
-from rooftop.pipeline.events import GateFinished, GateStarted, ShapeDone
-from rooftop.pipeline.job import Settings
 from rooftop.pipeline.trusted.context import Evaluation
 from rooftop.pipeline.trusted.gates import BuildGate, GateStep, LoadGate, ScoreGate
 from rooftop.pipeline.trusted.runner import GateRunner
@@ -24,6 +22,7 @@ from rooftop.problem.loader import load_problem
 from rooftop.problem.spec import Shape
 from rooftop.solution.loader import load_solution
 from rooftop.verdict import Gate, GateFailed, GateRecord, Status
+from rooftop.vocabulary import GateFinished, GateStarted, Settings, ShapeDone
 
 
 def _evaluation(**settings: Any) -> tuple[Evaluation, list[Any]]:

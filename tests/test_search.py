@@ -21,11 +21,11 @@ from typer.testing import CliRunner
 from rooftop.agents.search import extract_code, search, search_sync
 from rooftop.agents.search_records import Node, SearchConfig, SearchSummary, code_hash, select_parent
 from rooftop.errors import UserError
-from rooftop.pipeline.job import Settings
 from rooftop.problem.registry import resolve
 from rooftop.service.evaluator import Evaluator
 from rooftop.service.queue import JobQueue
 from rooftop.store.db import Store
+from rooftop.vocabulary import Settings
 
 pytestmark = pytest.mark.slow
 

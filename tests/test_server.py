@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
-from rooftop.pipeline.job import Settings
 from rooftop.server.app import ServerConfig, create_app
 from rooftop.server.client import Client, ServerError
 from rooftop.server.guard import MAX_REQUEST_BYTES
+from rooftop.vocabulary import Settings
 
 pytestmark = pytest.mark.slow
 

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, fixture_problem
 
-from rooftop.pipeline.job import Settings
 from rooftop.service.jobs import JobState, SourceSnapshot, job_id, problem_hash
 from rooftop.service.queue import MAX_ATTEMPTS, JobQueue, this_owner
 from rooftop.solution.loader import load_solution
 from rooftop.store.db import Store
 from rooftop.verdict import Status, Verdict
+from rooftop.vocabulary import Settings
 
 SCALE = str(FIXTURES / "problems/scale")
 GOOD = FIXTURES / "solutions/good.py"

@@ -170,5 +170,5 @@ def test_the_command_switches_the_bytecode_cache_on_before_it_imports_its_own_mo
     proc = subprocess.run([sys.executable, "-c", snippet], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     folder = tmp_path / "pycache" / sys.implementation.cache_tag
-    for module in ("typer/main", "pydantic/main", "rooftop/cli/main", "rooftop/pipeline/job"):
+    for module in ("typer/main", "pydantic/main", "rooftop/cli/main", "rooftop/vocabulary"):
         assert list(folder.rglob(f"{module}.*.pyc")), f"{module} was imported before the cache was on"

@@ -257,10 +257,10 @@ def test_the_side_whose_block_runs_first_alternates_from_block_to_block(monkeypa
     from conftest import FIXTURES
 
     from rooftop.pipeline.evaluate import evaluate
-    from rooftop.pipeline.job import Settings
     from rooftop.pipeline.trusted import calls, timing
     from rooftop.problem.loader import load_problem
     from rooftop.solution.loader import load_solution
+    from rooftop.vocabulary import Settings
 
     blocks: list[list[str]] = []  # each timed block's shape and sides, in the order they ran
     inside = [False]

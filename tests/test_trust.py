@@ -13,12 +13,12 @@ from rooftop.integrity.audit import TamperGuard
 from rooftop.integrity.kernels import kernel_share, solution_kernel_names
 from rooftop.integrity.sandbox import python_paths
 from rooftop.pipeline.evaluate import make_job, select_shapes
-from rooftop.pipeline.job import Settings
 from rooftop.pipeline.wire import Kernel
 from rooftop.problem.loader import load_problem
 from rooftop.score.hardware import lookup
 from rooftop.score.roofline import implausible
 from rooftop.solution.loader import load_solution
+from rooftop.vocabulary import Settings
 
 
 def test_outputs_cross_through_shared_memory_and_a_false_report_is_refused():

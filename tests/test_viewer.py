@@ -15,8 +15,8 @@ import yaml
 from conftest import FIXTURES
 
 from rooftop.agents.runner import AgentConfig, RunPlan, run_agent
-from rooftop.pipeline.job import DeviceChoice, Settings
 from rooftop.service.evaluator import Evaluator
+from rooftop.vocabulary import DeviceChoice, Settings
 
 FAKES = Path(__file__).parent / "fakes" / "agents"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -12,14 +12,13 @@ import time
 from pathlib import Path
 
 from rooftop.pipeline.evaluate import evaluate
-from rooftop.pipeline.events import EventSink
-from rooftop.pipeline.job import Settings
 from rooftop.pipeline.trusted.scoring import attach_stored_baselines
 from rooftop.problem.registry import resolve
 from rooftop.problem.spec import Problem
 from rooftop.solution.loader import Solution, load_solution
 from rooftop.store.db import Store
 from rooftop.verdict import Verdict
+from rooftop.vocabulary import EventSink, Settings
 
 _checked: set[tuple[str, float]] = set()  # problems already checked in this process (path, mtime)
 

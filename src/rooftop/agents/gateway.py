@@ -25,11 +25,11 @@ from pydantic import BaseModel
 from rooftop.agents.workspace import NO_SOLUTION, snapshot, solution_files
 from rooftop.env.view import agent_view, render
 from rooftop.errors import UserError
-from rooftop.pipeline.job import Settings
 from rooftop.problem.spec import Problem
 from rooftop.score.reward import compute_reward
 from rooftop.service.evaluator import Evaluator, Result
 from rooftop.verdict import Status
+from rooftop.vocabulary import Settings
 
 MAX_REQUEST = 1024  # {"tool": "check"}, with room to spare
 

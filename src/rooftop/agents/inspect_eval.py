@@ -32,12 +32,12 @@ except ImportError as exc:
 from rooftop.agents.reply import extract_code, reply_task
 from rooftop.env.core import shape_groups
 from rooftop.env.view import agent_view, render
-from rooftop.pipeline.job import DeviceChoice, DeviceType, Settings
 from rooftop.problem.registry import bundled_names, resolve
 from rooftop.problem.spec import Problem
 from rooftop.service.evaluator import Evaluator, Result
 from rooftop.service.jobs import MAX_SOURCE_BYTES, SourceSnapshot
 from rooftop.verdict import Status, Verdict
+from rooftop.vocabulary import DeviceChoice, DeviceType, Settings
 
 ANSWER = """\
 ## Answer

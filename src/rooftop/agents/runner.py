@@ -37,12 +37,12 @@ from rooftop.agents.sandbox import HOST_NETWORK, agent_env, agent_sandbox
 from rooftop.agents.workspace import NO_SOLUTION, build_workspace, snapshot, solution_files
 from rooftop.env.core import shape_groups
 from rooftop.errors import UserError
-from rooftop.pipeline.job import Settings
 from rooftop.problem.registry import resolve
 from rooftop.problem.spec import Problem
 from rooftop.service.evaluator import Evaluator
 from rooftop.store.db import Store
 from rooftop.transcripts.detect import AGENT_FILES
+from rooftop.vocabulary import Settings
 
 GRACE_S = 5.0  # between TERM and KILL
 MARKER = config.AGENT_RUN

@@ -19,8 +19,9 @@ from pathlib import Path
 
 from rooftop import config
 from rooftop.agents.egress import Egress, is_loopback
-from rooftop.integrity.sandbox import SYSTEM_PATHS, SandboxKind, bwrap_path, python_paths, require_bwrap, ro_binds
+from rooftop.integrity.sandbox import SYSTEM_PATHS, bwrap_path, python_paths, require_bwrap, ro_binds
 from rooftop.pipeline.trusted.spawn import PACKAGE
+from rooftop.vocabulary import SandboxKind
 
 # variables an agent process inherits whatever its config says: no secrets among them
 BASE_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "CUDA_HOME", "CUDA_PATH")

@@ -40,11 +40,11 @@ from rooftop.agents.search_records import (
 from rooftop.env.core import shape_groups
 from rooftop.env.view import agent_view, render
 from rooftop.errors import UserError
-from rooftop.pipeline.job import DeviceChoice
 from rooftop.score.reward import REWARDS, compute_reward
 from rooftop.service.jobs import MAX_SOURCE_BYTES, SourceSnapshot
 from rooftop.transcripts.usage import Usage
 from rooftop.verdict import Status
+from rooftop.vocabulary import DeviceChoice
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

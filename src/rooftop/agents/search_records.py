@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
-from rooftop.pipeline.job import Settings
 from rooftop.transcripts.usage import Usage
+from rooftop.vocabulary import Settings
 
 if TYPE_CHECKING:
     from rooftop.problem.spec import Problem

@@ -30,12 +30,11 @@ from rooftop.agents.adapters import adapter
 from rooftop.agents.record import AgentRun
 from rooftop.agents.runner import AgentConfig, RunPlan, executable, run_agent
 from rooftop.errors import UserError
-from rooftop.integrity.sandbox import SandboxKind
-from rooftop.pipeline.job import DeviceChoice, Settings
 from rooftop.problem.registry import resolve_many
 from rooftop.problem.spec import Problem
 from rooftop.service.evaluator import Evaluator
 from rooftop.store.db import Store
+from rooftop.vocabulary import DeviceChoice, SandboxKind, Settings
 from rooftop.yamlfile import read_yaml
 
 

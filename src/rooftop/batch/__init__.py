@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from rooftop.pipeline.events import EventSink, ignore
+from rooftop.vocabulary import EventSink, ignore
 
 
 class Progress(Protocol):

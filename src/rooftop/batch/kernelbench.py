@@ -23,7 +23,6 @@ from rooftop.batch import Progress, Quiet
 from rooftop.batch.selfcheck import failure_status, one_line
 from rooftop.errors import UserError
 from rooftop.pipeline.evaluate import resolve_device
-from rooftop.pipeline.job import Settings
 from rooftop.pipeline.trusted.spawn import prestart
 from rooftop.problem.formats.kernelbench import SourceFile, read_sources, write_problem
 from rooftop.problem.imports import Skipped
@@ -34,6 +33,7 @@ from rooftop.score.reward import unmeasured
 from rooftop.solution.loader import load_solution
 from rooftop.store.db import Store
 from rooftop.verdict import Gate, Status, Verdict
+from rooftop.vocabulary import Settings
 
 GENERATION = re.compile(r"^level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py$")
 

@@ -23,11 +23,11 @@ from rooftop.api import run_evaluation
 from rooftop.batch import Progress, Quiet
 from rooftop.errors import UserError, on_one_line
 from rooftop.pipeline.evaluate import resolve_device
-from rooftop.pipeline.job import Settings
 from rooftop.problem.spec import Policy, Problem
 from rooftop.solution.loader import load_solution
 from rooftop.store.db import Store
 from rooftop.verdict import UNTRUSTED_TIMING, ShapeResult, Status, Verdict
+from rooftop.vocabulary import Settings
 
 
 class ShapeSpeedup(BaseModel):

@@ -12,9 +12,9 @@ from pathlib import Path
 from rooftop.api import run_evaluation
 from rooftop.batch.selfcheck import relaxed, self_solution
 from rooftop.measure.baselines import BaselineRecord, Platform
-from rooftop.pipeline.job import DeviceChoice, Settings
 from rooftop.problem.spec import Problem, Shape
 from rooftop.verdict import Status
+from rooftop.vocabulary import DeviceChoice, Settings
 
 RUNS = 3  # self-checks per shape by default: t(2) = 4.3 keeps a spread from three runs honest
 

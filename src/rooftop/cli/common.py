@@ -12,15 +12,15 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from rooftop.errors import UserError
-from rooftop.integrity.sandbox import SandboxKind as Sandbox
-from rooftop.pipeline.job import SHAPE_GROUPS
+from rooftop.vocabulary import SHAPE_GROUPS
 
 # the choices come from the engine's own enums (a device or sandbox is spelled once), in modules
 # that do not import torch
-from rooftop.pipeline.job import DeviceChoice as Device
+from rooftop.vocabulary import DeviceChoice as Device
+from rooftop.vocabulary import SandboxKind as Sandbox
 
 if TYPE_CHECKING:
-    from rooftop.pipeline.job import Settings
+    from rooftop.vocabulary import Settings
 
 # Plain (click-style) help: typer's rich panels print a type column (`<bool>` beside every flag,
 # `<str>` beside free text) that says nothing a reader needs; plain help shows flags bare and
@@ -80,7 +80,7 @@ def settings_from_options(device: Device, shapes: str, timeout: float | None, se
     from pydantic import ValidationError
 
     from rooftop.pipeline.evaluate import check_settings
-    from rooftop.pipeline.job import Settings
+    from rooftop.vocabulary import Settings
 
     try:
         settings = Settings(device=device, shapes=shapes, timeout=timeout, seed=seed, timing=timing,

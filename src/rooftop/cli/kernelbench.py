@@ -26,7 +26,7 @@ from rooftop.cli.common import (
     settings_from_options,
 )
 from rooftop.errors import UserError
-from rooftop.pipeline.job import DeviceChoice
+from rooftop.vocabulary import DeviceChoice
 
 if TYPE_CHECKING:
     from rooftop.batch.kernelbench import SampleRow

@@ -16,9 +16,9 @@ from rooftop.cli.common import JsonOpt, out
 from rooftop.errors import UserError
 
 if TYPE_CHECKING:
-    from rooftop.pipeline.job import Settings
     from rooftop.problem.imports import Imported, ImportReport
     from rooftop.problem.spec import Problem
+    from rooftop.vocabulary import Settings
 
 
 def import_hard_command(

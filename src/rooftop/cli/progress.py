@@ -15,7 +15,7 @@ from rich.progress import TaskID
 
 from rooftop.cli.common import err, progress_bar
 from rooftop.errors import on_one_line
-from rooftop.pipeline.events import DeviceWait, Event, EventSink, GateFinished, GateStarted, Samples, ShapeDone
+from rooftop.vocabulary import DeviceWait, Event, EventSink, GateFinished, GateStarted, Samples, ShapeDone
 
 
 class EventDisplay:

@@ -35,13 +35,13 @@ from pydantic import BaseModel, Field
 from rooftop.env.prompt import task_prompt
 from rooftop.env.view import agent_view, render
 from rooftop.errors import UserError
-from rooftop.pipeline.job import DeviceChoice, DeviceType, Settings
 from rooftop.problem.registry import resolve
 from rooftop.problem.spec import Problem
 from rooftop.score.reward import REWARDS, compute_reward
 from rooftop.service.evaluator import Evaluator, Result
 from rooftop.service.jobs import MAX_SOURCE_BYTES, SourceSnapshot, problem_hash
 from rooftop.verdict import Status, Verdict
+from rooftop.vocabulary import DeviceChoice, DeviceType, Settings
 
 RewardFn = Callable[[Verdict], "float | None"]
 DEFAULT_TURNS = 8

@@ -15,13 +15,22 @@ import time
 from rooftop.build.cache import cache_root
 from rooftop.environment import parent_environment
 from rooftop.errors import UserError
-from rooftop.pipeline.events import EvaluationFinished, EvaluationStarted, EventSink, ignore
-from rooftop.pipeline.job import SHAPE_GROUPS, DeviceChoice, DeviceType, EvalJob, Settings
+from rooftop.pipeline.job import EvalJob
 from rooftop.pipeline.trusted.context import CallLog, Evaluation, RunState, Seeds
 from rooftop.pipeline.trusted.runner import GateRunner
 from rooftop.problem.spec import Problem, Shape, Split, cpu_refusal
 from rooftop.solution.loader import Solution
 from rooftop.verdict import ShapeResult, Status, Verdict
+from rooftop.vocabulary import (
+    SHAPE_GROUPS,
+    DeviceChoice,
+    DeviceType,
+    EvaluationFinished,
+    EvaluationStarted,
+    EventSink,
+    Settings,
+    ignore,
+)
 
 
 def resolve_device(choice: str, what: str = "device") -> DeviceType:

@@ -17,14 +17,13 @@ from pydantic import BaseModel
 
 from rooftop.environment import mode_for
 from rooftop.pipeline.evaluate import finish, prepare, select_shapes
-from rooftop.pipeline.events import ignore
-from rooftop.pipeline.job import DeviceType, Settings
 from rooftop.pipeline.trusted.gates import BuildGate, StaticGate
 from rooftop.pipeline.trusted.runner import GateRunner
 from rooftop.pipeline.trusted.setup import set_up_build_only
 from rooftop.problem.spec import Problem
 from rooftop.solution.loader import Solution, needs_build
 from rooftop.verdict import Environment, Gate, Status, Verdict
+from rooftop.vocabulary import DeviceType, Settings, ignore
 
 # build-gate statuses the device would give too
 FINAL_BUILD = {Status.compile_error, Status.timeout, Status.needs_gpu}

@@ -38,13 +38,13 @@ from rooftop.env.core import DEFAULT_TURNS, AsyncKernelEnv, Episode, EpisodeOver
 from rooftop.env.prompt import TaskCard, task_card, task_prompt
 from rooftop.env.view import AgentView, agent_view
 from rooftop.errors import UserError
-from rooftop.pipeline.job import DeviceChoice, DeviceType, Settings
 from rooftop.problem.registry import bundled_names, deck_names, resolve
 from rooftop.problem.spec import Problem
 from rooftop.score.reward import REWARDS
 from rooftop.server.guard import API, MAX_REQUEST_BYTES, UNAUTHORIZED, Authorized, BodyLimit, token_ok
 from rooftop.service.evaluator import Evaluator
 from rooftop.service.jobs import MAX_SOURCE_BYTES, JobState, SourceSnapshot
+from rooftop.vocabulary import DeviceChoice, DeviceType, Settings
 
 
 class ServerConfig(BaseModel):

@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from rooftop.errors import UserError
-from rooftop.pipeline.job import DeviceType, Settings
 from rooftop.plugins import Registry, UnknownName
 from rooftop.service.inputs import Submission
 from rooftop.service.local import default_builders, local_orchestrator
 from rooftop.service.orchestrator import Orchestrator, ProgressFn, Tally
 from rooftop.service.queue import JobQueue
+from rooftop.vocabulary import DeviceType, Settings
 
 
 def submit(queue: JobQueue, submissions: Sequence[Submission], settings: Settings) -> tuple[list[str], int]:

@@ -18,7 +18,6 @@ from types import TracebackType
 from pydantic import BaseModel
 
 from rooftop.errors import UserError
-from rooftop.pipeline.job import DeviceType, Settings
 from rooftop.problem.spec import Problem
 from rooftop.service.batch import orchestrator_for
 from rooftop.service.jobs import FINAL, Job, SourceSnapshot
@@ -26,6 +25,7 @@ from rooftop.service.orchestrator import Tally
 from rooftop.service.queue import JobQueue
 from rooftop.store.db import Store
 from rooftop.verdict import Verdict
+from rooftop.vocabulary import DeviceType, Settings
 
 POLL = 0.05  # seconds between looks at a job that is under way
 

@@ -20,9 +20,9 @@ from pydantic import BaseModel
 
 from rooftop.build.cache import cache_root
 from rooftop.errors import UserError
-from rooftop.pipeline.job import Settings
 from rooftop.problem.spec import Problem
 from rooftop.solution.loader import Solution, detect, hash_sources, load_solution
+from rooftop.vocabulary import Settings
 
 MAX_SOURCE_BYTES = 4 << 20  # a solution's files together; more is not a kernel but a payload
 

@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
-from rooftop.pipeline.job import DeviceType
 from rooftop.service.orchestrator import Orchestrator, Slot
 from rooftop.service.queue import JobQueue
 from rooftop.service.worker import AHEAD, Task, jobs_held, worker_main
+from rooftop.vocabulary import DeviceType
 
 
 def cores_per_device(device: DeviceType) -> int:

@@ -15,11 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from rooftop.pipeline.job import DeviceType
 from rooftop.pipeline.prebuild import BuildTarget
 from rooftop.service.jobs import Job, JobState
 from rooftop.service.queue import MAX_ATTEMPTS, JobQueue
 from rooftop.service.worker import MESSAGES, Hello, Outcome, Role, Stage, Task
+from rooftop.vocabulary import DeviceType
 
 RENEW_EVERY = 10.0  # seconds between lease renewals
 COUNT_EVERY = 0.1  # seconds at least between two counts of a batch's jobs while outcomes come in ...

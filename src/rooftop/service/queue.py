@@ -23,12 +23,12 @@ import socket
 import time
 from collections.abc import Iterable
 
-from rooftop.pipeline.job import Settings
 from rooftop.problem.spec import Problem
 from rooftop.service.jobs import FINAL, Job, JobState, SourceSnapshot, job_id, problem_hash
 from rooftop.solution.loader import Solution, needs_build
 from rooftop.store.db import Store
 from rooftop.verdict import Verdict
+from rooftop.vocabulary import Settings
 
 LEASE_SECONDS = 120.0  # a lease not renewed for this long is taken to be abandoned
 MAX_ATTEMPTS = 3  # evaluations started for one job before it is failed (its candidate keeps killing workers)

@@ -18,12 +18,12 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from rooftop.pipeline.job import DeviceType, Settings
 from rooftop.pipeline.prebuild import BuildTarget, Prebuilt
 from rooftop.problem.spec import Problem
 from rooftop.service.jobs import SourceSnapshot
 from rooftop.solution.loader import Solution
 from rooftop.verdict import Verdict
+from rooftop.vocabulary import DeviceType, Settings
 
 Role = Literal["device", "build"]
 AHEAD = 3  # children a GPU worker starts ahead of need (for the jobs it holds after the current one)
@@ -180,8 +180,8 @@ def run_task(task: Task, device: DeviceType, conn: Connection | None = None, inb
     contexts come up during this evaluation rather than after its verdict."""
     from rooftop.errors import UserError
     from rooftop.pipeline.evaluate import evaluate
-    from rooftop.pipeline.events import Event, GateStarted, ShapeDone
     from rooftop.verdict import Gate
+    from rooftop.vocabulary import Event, GateStarted, ShapeDone
 
     def forward(event: Event) -> None:
         early = isinstance(event, GateStarted | ShapeDone) and event.gate in (Gate.build, Gate.load, Gate.correctness)

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from rooftop.errors import RooftopError
-from rooftop.pipeline.events import EventSink, ignore
-from rooftop.pipeline.job import DeviceType, EvalJob, Settings
+from rooftop.pipeline.job import EvalJob
 from rooftop.problem.spec import Problem, Shape
 from rooftop.solution.loader import Solution
 from rooftop.verdict import Gate, ShapeResult, Verdict
+from rooftop.vocabulary import DeviceType, EventSink, Settings, ignore
 
 if TYPE_CHECKING:
     from rooftop.check.landing import Landing

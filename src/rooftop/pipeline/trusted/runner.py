@@ -16,12 +16,12 @@ from functools import partial
 from typing import TypeVar
 
 from rooftop.errors import is_out_of_memory
-from rooftop.pipeline.events import DeviceWait, GateFinished, GateStarted, ShapeDone
 from rooftop.pipeline.trusted.context import Evaluation
 from rooftop.pipeline.trusted.gates import GATES, GateStep
 from rooftop.pipeline.trusted.setup import set_up
 from rooftop.problem.spec import Shape
 from rooftop.verdict import Gate, GateFailed, GateRecord, Status
+from rooftop.vocabulary import DeviceWait, GateFinished, GateStarted, ShapeDone
 
 T = TypeVar("T")
 

@@ -28,13 +28,13 @@ from rooftop.measure.contention import assess, sample_load
 from rooftop.measure.loop import PairedSampling, Taken
 from rooftop.measure.spread import HOST_BOUND_SPREAD
 from rooftop.measure.stopping import TimingPolicy
-from rooftop.pipeline.events import Samples
 from rooftop.pipeline.trusted.calls import Called, call_block, expect, harness_costs
 from rooftop.pipeline.trusted.context import Evaluation
 from rooftop.pipeline.trusted.tracing import take_trace
 from rooftop.problem.spec import Shape
 from rooftop.values import nbytes
 from rooftop.verdict import Gate, GateFailed, ShapeResult, Status
+from rooftop.vocabulary import Samples
 
 EVENT_EVERY = 0.25  # seconds between two sample-count events
 CPU_RETRIES = 1  # a CPU timing that shared its machine is taken again this many times before it is flagged
