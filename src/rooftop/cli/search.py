@@ -91,6 +91,11 @@ def search_command(
                                 max_retries=0)  # the search retries, with its own backoff
     with Evaluator(db, resolve_device(settings.device), workers=workers) as ev:
         summary = _searched(chosen, ev, client, config, folder, json_output)
+    _print(summary, folder, db, json_output)
+
+
+def _print(summary: SearchSummary, folder: Path, db: Path, json_output: bool) -> None:
+    """The summary as JSON, or its table and what the search spent and where it wrote."""
     if json_output:
         sys.stdout.write(json.dumps(summary.model_dump(mode="json"), indent=2) + "\n")
         return

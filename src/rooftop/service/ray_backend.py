@@ -23,11 +23,11 @@ from typing import Any
 
 from rooftop.build.jit import usable_cores
 from rooftop.errors import UserError
-from rooftop.pipeline.job import DeviceType
 from rooftop.service.local import cores_per_device, cores_set_apart
 from rooftop.service.orchestrator import Orchestrator, Slot
 from rooftop.service.queue import JobQueue
 from rooftop.service.worker import AHEAD, Hello, Role, Task, jobs_held
+from rooftop.vocabulary import DeviceType
 
 BUILD_RESOURCE = "rooftop_build"  # a node advertising it takes the build tasks
 DEVICE_RESOURCE = "rooftop_device"  # ... and this one the device actors

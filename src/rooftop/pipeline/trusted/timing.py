@@ -194,6 +194,15 @@ def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
             reported = time.monotonic()
             ev.state.emit(Samples(gate=Gate.timing, shape=shape.name, kept=sampling.kept, warming=warming))
         del block, called  # inputs and expected outputs go before the next block makes its own
+    return _conclude(ev, shape, result, sampling, (queued, outran, untimed), profiled)
+
+
+def _conclude(ev: Evaluation, shape: Shape, result: ShapeResult, sampling: PairedSampling,
+              noted: tuple[dict[str, list[float]], dict[str, list[float]], list[float]], profiled: bool) -> str | None:
+    """The shape's statistics, its listed call and its cross-checks once its samples are in; what
+    the wall floor found wrong, if anything. `noted`: each side's host seconds to queue a timed
+    call and how far past the spin, and each sample's untimed round trip."""
+    queued, outran, untimed = noted
     clock = ev.setup.reference.clock.name if ev.setup.reference is not None else "unknown"
     result.candidate, result.reference = sampling.stats(clock)
     if ev.device != "cpu":  # a CPU call's time is its host's: nothing is queued ahead of it
