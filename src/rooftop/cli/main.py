@@ -40,8 +40,11 @@ from rooftop.errors import UserError
 
 if TYPE_CHECKING:
     from rooftop.problem.spec import Problem
+    from rooftop.service.evaluator import Result
+    from rooftop.service.inputs import Submission
     from rooftop.solution.loader import Solution
     from rooftop.verdict import Verdict
+    from rooftop.vocabulary import EventSink, Settings
 
 app = cli_app("rooftop: build, check, time and score GPU kernels against the hardware roof.", no_args_is_help=True)
 problems_app = cli_app("List the problems (bundled and imported decks), or show one.")
@@ -164,15 +167,8 @@ def demo_command(
 ) -> None:
     """Evaluate every bundled solution of a deck and print one table (the quick-start job). When
     stdout is not a terminal, a line per verdict comes first, as each finishes."""
-    import time
-
-    from rooftop.api import run_evaluation
-    from rooftop.cli.progress import event_display, expected_note, verdict_lines
     from rooftop.pipeline.evaluate import resolve_device
-    from rooftop.pipeline.trusted.spawn import prestart
-    from rooftop.problem.registry import bundled_names, expected_statuses, resolve
-    from rooftop.solution.loader import load_solution, solution_entries
-    from rooftop.store.db import Store
+    from rooftop.problem.registry import bundled_names
 
     names = bundled_names(deck)
     if not names:
@@ -184,31 +180,74 @@ def demo_command(
         # the deck's calls take milliseconds and a shape's gate at most a few seconds: its hanging
         # example is cut off after ten, not the two minutes a GPU shape gets by default
         settings = settings.model_copy(update={"timeout": DEMO_GPU_TIMEOUT})
-    jobs = [(problem, entry, statuses.get(entry.name)) for problem, statuses in
-            ((problem, expected_statuses(problem)) for problem in map(resolve, names))
-            for entry in solution_entries(problem.root / "solutions")]
-    store = Store(db)
-    store.evaluations.start_run()
-    rows = []
-    lines = verdict_lines(not json_output, total=len(jobs))
-    with event_display(not json_output, total=len(jobs)) as display:
-        for i, (problem, entry, expected) in enumerate(jobs):
-            label = f"{problem.name}/{entry.name}"
-            events = display.start(label)
-            started = time.monotonic()
-            if dev == "cuda" and i + 1 < len(jobs):  # the next child comes up beside this GPU work
-                prestart(jobs[i + 1][0], load_solution(jobs[i + 1][1]), dev, settings.sandbox)
-            verdict = run_evaluation(problem, load_solution(entry), settings, store=store, events=events)
-            wanted = (expected or {}).get(dev)
-            rows.append((problem.name, entry.name, verdict, wanted))
-            lines.finished(label, verdict.status.value, expected_note(verdict.status.value, wanted),
-                           time.monotonic() - started)
-            display.advance()
-    store.close()
+    rows = _demo_run(_demo_jobs(names, dev), settings, db, json_output)
     if json_output:
         sys.stdout.write(json.dumps([json.loads(r[2].model_dump_json()) for r in rows], indent=2) + "\n")
         return
     _demo_report(rows, dev, db)
+
+
+def _demo_jobs(names: list[str], dev: str) -> list[tuple[Submission, str, str | None]]:
+    """Each bundled solution of the deck's problems: its submission, the name it is shown by, and
+    the status its deck expects on this device."""
+    from rooftop.problem.registry import expected_statuses, resolve
+    from rooftop.service.inputs import Submission
+    from rooftop.service.jobs import SourceSnapshot
+    from rooftop.solution.loader import load_solution, solution_entries
+
+    jobs = []
+    for problem in map(resolve, names):
+        statuses = expected_statuses(problem)
+        for entry in solution_entries(problem.root / "solutions"):
+            solution = load_solution(entry)
+            submission = Submission(problem=problem, source=SourceSnapshot.of(solution), label=str(solution.path))
+            jobs.append((submission, f"{problem.name}/{entry.name}", (statuses.get(entry.name) or {}).get(dev)))
+    return jobs
+
+
+def _demo_run(jobs: list[tuple[Submission, str, str | None]], settings: Settings, db: Path,
+              json_output: bool) -> list[tuple[str, str, Verdict, str | None]]:
+    """The demo's evaluations, one after another in this process (`run_many`'s inline backend),
+    each shown as it runs and given its line as it finishes; judged afresh every time."""
+    import time
+
+    from rooftop.cli.progress import event_display, expected_note, verdict_lines
+    from rooftop.service.many import run_many
+    from rooftop.store.db import Store
+
+    store = Store(db)
+    store.evaluations.start_run()
+    lines = verdict_lines(not json_output, total=len(jobs))
+    started: dict[int, float] = {}
+    try:
+        with event_display(not json_output, total=len(jobs)) as display:
+            def start(index: int) -> EventSink:
+                started[index] = time.monotonic()
+                return display.start(jobs[index][1])
+
+            def finished(index: int, result: Result) -> None:
+                verdict = _verdict_or_raise(result)
+                _, label, wanted = jobs[index]
+                lines.finished(label, verdict.status.value, expected_note(verdict.status.value, wanted),
+                               time.monotonic() - started.get(index, time.monotonic()))
+                display.advance()
+
+            results = run_many([job[0] for job in jobs], settings, store=store, again=True, on_start=start,
+                               on_result=finished)
+    finally:
+        store.close()
+    return [(submission.problem.name, Path(submission.label).name, _verdict_or_raise(result), wanted)
+            for (submission, _, wanted), result in zip(jobs, results, strict=True)]
+
+
+def _verdict_or_raise(result: Result) -> Verdict:
+    """The job's verdict; where none was made, its error, raised as `run_evaluation` would have."""
+    from rooftop.service.worker import BUG
+
+    if result.verdict is not None:
+        return result.verdict
+    error = result.error or "no verdict was made"
+    raise RuntimeError(error) if error.startswith(BUG) else UserError(error)
 
 
 def _demo_report(rows: list[tuple[str, str, Verdict, str | None]], dev: str, db: Path) -> None:

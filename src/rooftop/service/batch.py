@@ -18,11 +18,14 @@ from rooftop.service.queue import JobQueue
 from rooftop.vocabulary import DeviceType, Settings
 
 
-def submit(queue: JobQueue, submissions: Sequence[Submission], settings: Settings) -> tuple[list[str], int]:
-    """The job ids, in submission order, and how many of them are new."""
+def submit(queue: JobQueue, submissions: Sequence[Submission], settings: Settings, *, again: bool = False,
+           prebuild: bool = True) -> tuple[list[str], int]:
+    """The job ids, in submission order, and how many of them are new (`again`: all of them, each
+    judged afresh; `prebuild`: as `JobQueue.submit`)."""
     ids, new = [], 0
     for item in submissions:
-        ident, fresh = queue.submit(item.problem, item.source, settings, label=item.label)
+        ident, fresh = queue.submit(item.problem, item.source, settings, label=item.label, again=again,
+                                    prebuild=prebuild)
         ids.append(ident)
         new += int(fresh)
     return ids, new
@@ -77,6 +80,17 @@ def _ray(queue: JobQueue, device: DeviceType, *, devices: int, builders: int, ad
 
     return ray_orchestrator(queue, device, devices=devices, builders=builders, address=address,
                             recycle_after=recycle_after)
+
+
+@BACKENDS.register("inline")
+def _inline(queue: JobQueue, device: DeviceType, *, devices: int, builders: int, address: str | None,
+            recycle_after: int) -> Orchestrator:
+    """This process: one evaluation after another, nothing built ahead (service/inline.py)."""
+    from rooftop.service.inline import inline_orchestrator
+
+    if address is not None:
+        raise UserError("--address: only the ray backend connects to a cluster (add --backend ray)")
+    return inline_orchestrator(queue, device)
 
 
 def orchestrator_for(queue: JobQueue, device: DeviceType, *, workers: int | None = None,

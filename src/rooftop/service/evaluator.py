@@ -38,6 +38,14 @@ class Result(BaseModel):
     error: str | None = None
 
 
+def result_of(queue: JobQueue, job: Job) -> Result | None:
+    """The job's result once it is done or failed (its verdict as recorded); None before."""
+    if job.state not in FINAL:
+        return None
+    verdict = queue.store.evaluations.verdict(job.evaluation_id) if job.evaluation_id is not None else None
+    return Result(job=job, verdict=verdict, error=job.error if verdict is None else None)
+
+
 class Evaluator:
     def __init__(self, db: str | Path, device: DeviceType, *, workers: int | None = None, builders: int | None = None,
                  backend: str = "local", address: str | None = None, recycle_after: int = 200) -> None:
@@ -111,12 +119,9 @@ class Evaluator:
         job = self.queue.get(ident)
         if job is None:
             raise UserError(f"job {ident}: no such job in {self.db}")
-        if job.state not in FINAL:
-            if self._failure is not None:
-                raise RuntimeError(f"the evaluation service stopped: {self._failure}") from self._failure
-            return None
-        verdict = self.queue.store.evaluations.verdict(job.evaluation_id) if job.evaluation_id is not None else None
-        return Result(job=job, verdict=verdict, error=job.error if verdict is None else None)
+        if job.state not in FINAL and self._failure is not None:
+            raise RuntimeError(f"the evaluation service stopped: {self._failure}") from self._failure
+        return result_of(self.queue, job)
 
     def wait(self, ident: str, timeout: float | None = None) -> Result:
         deadline = None if timeout is None else time.monotonic() + timeout

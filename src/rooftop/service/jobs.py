@@ -79,10 +79,15 @@ def problem_hash(problem: Problem) -> str:
     return digest.hexdigest()
 
 
-def job_id(problem: Problem, problem_digest: str, solution_hash: str, settings: Settings) -> str:
-    """The job's id; `problem_digest` is `problem_hash(problem)`, computed once by the caller."""
-    key = {"problem": problem.name, "version": problem.spec.version, "problem_hash": problem_digest,
-           "source": solution_hash, "settings": settings.model_dump(mode="json")}
+def job_id(problem: Problem, problem_digest: str, solution_hash: str, settings: Settings,
+           nonce: str | None = None) -> str:
+    """The job's id; `problem_digest` is `problem_hash(problem)`, computed once by the caller. A
+    `nonce` makes it a job of its own: the same work judged again rather than found."""
+    key: dict[str, object] = {"problem": problem.name, "version": problem.spec.version,
+                              "problem_hash": problem_digest, "source": solution_hash,
+                              "settings": settings.model_dump(mode="json")}
+    if nonce is not None:
+        key["nonce"] = nonce
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
 
 

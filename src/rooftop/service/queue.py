@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 import time
 from collections.abc import Iterable
@@ -111,14 +112,16 @@ class JobQueue:
 
     # -- submitting ------------------------------------------------------------------------
     def submit(self, problem: Problem, solution: Solution | SourceSnapshot, settings: Settings,
-               label: str | None = None) -> tuple[str, bool]:
-        """The job's id, and whether it is new (False: the same work was submitted before)."""
+               label: str | None = None, again: bool = False, prebuild: bool = True) -> tuple[str, bool]:
+        """The job's id, and whether it is new (False: the same work was submitted before). `again`
+        makes a new job even so (a nonce in its id); `prebuild` False queues it built, to be
+        compiled by its evaluation's own child (the inline backend builds nothing ahead)."""
         snapshot = solution if isinstance(solution, SourceSnapshot) else SourceSnapshot.of(solution)
         digest = problem_hash(problem)
-        ident = job_id(problem, digest, snapshot.source_hash, settings)
+        ident = job_id(problem, digest, snapshot.source_hash, settings, secrets.token_hex(8) if again else None)
         name = label or (str(solution.path) if isinstance(solution, Solution) else snapshot.entry)
         now, stamp = time.time(), _stamp()
-        compiled = needs_build(solution.languages)
+        compiled = prebuild and needs_build(solution.languages)
         with self._db:
             self._db.execute("INSERT OR IGNORE INTO sources (source_hash, kind, entry, files_json) VALUES (?, ?, ?, ?)",
                              (snapshot.source_hash, snapshot.kind, snapshot.entry, json.dumps(snapshot.files)))

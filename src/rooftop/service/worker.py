@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import traceback
 from collections import deque
+from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from typing import Annotated, Literal
 
@@ -23,10 +24,11 @@ from rooftop.problem.spec import Problem
 from rooftop.service.jobs import SourceSnapshot
 from rooftop.solution.loader import Solution
 from rooftop.verdict import Verdict
-from rooftop.vocabulary import DeviceType, Settings
+from rooftop.vocabulary import DeviceType, EventSink, Settings
 
 Role = Literal["device", "build"]
 AHEAD = 3  # children a GPU worker starts ahead of need (for the jobs it holds after the current one)
+BUG = "internal error in the worker: "  # how the error of a job failed by rooftop's own bug begins
 
 
 def jobs_held(device: DeviceType) -> int:
@@ -160,12 +162,14 @@ def device_healthy(device: DeviceType) -> bool:
         return False
 
 
-def _load(task: Task) -> tuple[Problem, Solution]:
+def _load(task: Task, problems: Mapping[str, Problem] | None = None) -> tuple[Problem, Solution]:
+    """The task's problem (from `problems`, by problem hash, where the caller holds it in memory;
+    else resolved by name) and its solution."""
     from rooftop.api import check_once
     from rooftop.problem.registry import resolve
     from rooftop.service.jobs import problem_hash
 
-    problem = resolve(task.problem)
+    problem = (problems or {}).get(task.problem_hash) or resolve(task.problem)
     if problem_hash(problem) != task.problem_hash:
         from rooftop.errors import UserError
 
@@ -174,10 +178,12 @@ def _load(task: Task) -> tuple[Problem, Solution]:
     return problem, task.source.materialize()
 
 
-def run_task(task: Task, device: DeviceType, conn: Connection | None = None, inbox: Inbox | None = None) -> Outcome:
+def run_task(task: Task, device: DeviceType, conn: Connection | None = None, inbox: Inbox | None = None,
+             events: EventSink | None = None, problems: Mapping[str, Problem] | None = None) -> Outcome:
     """Evaluate one job here. On a GPU, the children of the next jobs this worker holds are started
     while this one is in its early gates (never once it times): their interpreters, torch and CUDA
-    contexts come up during this evaluation rather than after its verdict."""
+    contexts come up during this evaluation rather than after its verdict. `events` sees every
+    event of the evaluation (an in-process caller's display); `problems` as for `_load`."""
     from rooftop.errors import UserError
     from rooftop.pipeline.evaluate import evaluate
     from rooftop.verdict import Gate
@@ -190,12 +196,14 @@ def run_task(task: Task, device: DeviceType, conn: Connection | None = None, inb
             for waiting in list(inbox.pending)[:AHEAD]:
                 if waiting.job_id not in inbox.started_ahead:
                     inbox.started_ahead.add(waiting.job_id)
-                    _start_ahead(waiting, device)
+                    _start_ahead(waiting, device, problems)
+        if events is not None:
+            events(event)
         if isinstance(event, GateStarted) and conn is not None:
             conn.send(Stage(job_id=task.job_id, stage=event.gate.value).model_dump_json())
 
     try:
-        problem, solution = _load(task)
+        problem, solution = _load(task, problems)
         settings = task.settings.model_copy(update={"device": device})
         verdict = evaluate(problem, solution, settings, events=forward)
     except UserError as exc:
@@ -206,11 +214,11 @@ def run_task(task: Task, device: DeviceType, conn: Connection | None = None, inb
     return Outcome(job_id=task.job_id, verdict=verdict)
 
 
-def _start_ahead(task: Task, device: DeviceType) -> None:
+def _start_ahead(task: Task, device: DeviceType, problems: Mapping[str, Problem] | None = None) -> None:
     from rooftop.pipeline.trusted.spawn import prestart
 
     try:
-        problem, solution = _load(task)
+        problem, solution = _load(task, problems)
         prestart(problem, solution, device, task.settings.sandbox.value, warm_cuda=True)
     except Exception:  # noqa: BLE001  (its own evaluation will say what is wrong, in its own words)
         pass
@@ -238,4 +246,4 @@ def build_task(task: Task) -> Outcome:
 
 def _bug(exc: BaseException) -> str:
     frames = traceback.format_exception(exc)
-    return f"internal error in the worker: {type(exc).__name__}: {exc}\n" + "".join(frames[-3:])[-1500:]
+    return f"{BUG}{type(exc).__name__}: {exc}\n" + "".join(frames[-3:])[-1500:]
