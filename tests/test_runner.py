@@ -205,3 +205,71 @@ def test_the_score_gate_scores_correct_shapes_without_timing():
         result.correct = True
     record = ScoreGate().run(ev)
     assert record.gate is Gate.score and record.ok
+
+
+class ComputingChild(FakeChild):
+    """A child whose every timed call returns the reference's own output on its seed's inputs
+    (`wrong` adds 1 to it), reports `seconds` for it and takes `overhead` more per call on the
+    trusted wall clock; no-op calls (the harness's own cost) report nothing and take `overhead`."""
+
+    def __init__(self, ev: Evaluation, seconds: float, overhead: float = 1e-3, wrong: bool = False) -> None:
+        super().__init__()
+        from rooftop.pipeline.trusted.reference import TrustedReference
+
+        self.reference = TrustedReference(ev.job.problem, "cpu", ev.job.weights_seed)
+        self.shapes = {s.name: s for s in ev.shapes}
+        self.seconds, self.overhead, self.wrong = seconds, overhead, wrong
+
+    def request(self, request: Any, reply_type: type, deadline: float) -> tuple[Any, float]:
+        from rooftop.check.probe import probe_outputs
+        from rooftop.pipeline.wire import BlockReply, CallReply
+
+        self.requests.append(type(request).__name__)
+        replies = []
+        for call in request.calls:
+            if call.noop:
+                replies.append(CallReply(seconds=0.0))
+                continue
+            shape = self.shapes[call.shape]
+            out = self.reference.run(shape, self.reference.inputs(shape, call.seed))
+            replies.append(CallReply(seconds=self.seconds, outputs=probe_outputs(out + 1 if self.wrong else out)))
+        wall = sum(r.seconds or 0.0 for r in replies) + self.overhead * len(replies)
+        return BlockReply(calls=replies), wall
+
+
+def _timing_ready(**settings: Any) -> Evaluation:
+    """An evaluation at its timing gate: the reference set up, the harness's cost measured."""
+    from rooftop.measure.stopping import TimingPolicy
+    from rooftop.pipeline.trusted.reference import TrustedReference
+
+    policy = TimingPolicy(warmup_calls=1, warmup_seconds=0.0, min_samples=5, min_seconds=0.01,
+                          min_wall_seconds=0.05, target_rse=None, max_wall_seconds=10.0)
+    ev, _ = _evaluation(timing_policy=policy, **settings)
+    ev.setup.reference = TrustedReference(ev.job.problem, "cpu", ev.job.weights_seed)
+    ev.state.gate, ev.state.limit, ev.state.deadline = Gate.timing, 30.0, math.inf
+    return ev
+
+
+def test_the_timing_gate_pairs_the_child_s_reports_with_the_reference_s_own_times():
+    from rooftop.pipeline.trusted.gates import TimingGate
+
+    ev = _timing_ready()
+    ev.setup.child = ComputingChild(ev, seconds=2e-3)  # type: ignore[assignment]
+    shape = ev.shapes[0]
+    TimingGate().run(ev, shape)
+    result = ev.results[shape.name]
+    assert result.candidate is not None and result.reference is not None
+    assert result.candidate.median == pytest.approx(2e-3)  # the child's word, on every sample
+    assert result.candidate.n >= 5 and result.reference.n >= 5
+    assert result.timed_calls >= result.candidate.n and result.timed_checks >= result.reference.n
+    assert "BlockRequest" in ev.setup.child.requests  # type: ignore[union-attr]
+
+
+def test_the_timing_gate_finds_a_child_that_answers_its_timed_calls_wrongly():
+    from rooftop.pipeline.trusted.gates import TimingGate
+
+    ev = _timing_ready()
+    ev.setup.child = ComputingChild(ev, seconds=1e-4, wrong=True)  # type: ignore[assignment]
+    with pytest.raises(GateFailed) as failed:
+        TimingGate().run(ev, ev.shapes[0])
+    assert failed.value.status is Status.incorrect and "[timed-output]" in failed.value.messages[0]
