@@ -2,14 +2,15 @@
 
 A run folder holds generations named `level_{L}_problem_{P}_sample_{S}_kernel.py`; problem P of
 level L is the KernelBench file whose name starts with `P_`. Every generation is evaluated with
-`run_evaluation` against that problem (as `rooftop import kernelbench` would write it, in a
-temporary folder) and the verdicts become KernelBench's figures (score/kernelbench_metrics.py):
+`run_many`'s inline backend against that problem (as `rooftop import kernelbench` would write it,
+in a temporary folder) and the verdicts become KernelBench's figures (score/kernelbench_metrics.py):
 a sample's speedup is the eager reference's time over its own, both measured in the same
 evaluation (the verdict's geometric mean over its trusted shapes).
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import tempfile
 from collections.abc import Callable
@@ -18,9 +19,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from rooftop.api import run_evaluation
 from rooftop.batch import Progress, Quiet
-from rooftop.batch.selfcheck import failure_status, one_line
+from rooftop.batch.selfcheck import failure_of
 from rooftop.errors import UserError
 from rooftop.pipeline.evaluate import resolve_device
 from rooftop.pipeline.trusted.spawn import prestart
@@ -30,10 +30,14 @@ from rooftop.problem.loader import load_problem
 from rooftop.problem.spec import Problem
 from rooftop.score.kernelbench_metrics import SampleOutcome, summarize
 from rooftop.score.reward import unmeasured
-from rooftop.solution.loader import load_solution
+from rooftop.service.evaluator import Result
+from rooftop.service.inputs import Submission
+from rooftop.service.jobs import SourceSnapshot
+from rooftop.service.many import run_many
+from rooftop.solution.loader import Solution, load_solution
 from rooftop.store.db import Store
 from rooftop.verdict import Gate, Status, Verdict
-from rooftop.vocabulary import Settings
+from rooftop.vocabulary import EventSink, Settings
 
 GENERATION = re.compile(r"^level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py$")
 
@@ -89,11 +93,9 @@ def run_batch(run_dir: Path, kernelbench: Path, settings: Settings, store: Store
               on_row: Callable[[SampleRow], None] | None = None) -> dict[str, object]:
     """KernelBench's figures over every generation of `run_dir`, and one row per generation
     (`on_row` sees each as it is made)."""
-    progress = progress or Quiet()
     generations = find_generations(Path(run_dir))
     sources, _ = read_sources(Path(kernelbench))
     by_id = {(s.level, s.problem_id): s for s in sources}
-    rows: list[SampleRow] = []
     with tempfile.TemporaryDirectory(prefix="rooftop-kernelbench-") as tmp:
         problems: dict[tuple[int, int], Problem | str] = {}
         for gen in generations:
@@ -101,28 +103,73 @@ def run_batch(run_dir: Path, kernelbench: Path, settings: Settings, store: Store
             if key not in problems:
                 problems[key] = _problem(by_id.get(key), gen, Path(tmp))
         work = [(gen, problems[(gen.level, gen.problem_id)]) for gen in generations]
-        ahead = resolve_device(settings.device) == "cuda"  # on a CPU a starting child would share the timing's cores
-        for i, (gen, problem) in enumerate(work):
-            if ahead and i + 1 < len(work):
-                _start_ahead(*work[i + 1], settings)
-            rows.append(_evaluate(gen, problem, settings, store, progress))
-            if on_row is not None:
-                on_row(rows[-1])
-            progress.advance()
+        rows = _judge(work, settings, store, RowFeed(len(work), progress or Quiet(), on_row))
     outcomes = [SampleOutcome(problem=(r.level, r.problem_id), compiled=r.compiled, correct=r.correct,
                               speedup=r.speedup) for r in rows]
     return {**summarize(outcomes), "samples": [r.model_dump(mode="json") for r in rows]}
 
 
-def _start_ahead(gen: Generation, problem: Problem | str, settings: Settings) -> None:
-    """The next generation's child, started while this one is judged (its interpreter and torch
-    come up beside the GPU work); a generation that cannot be loaded gets none."""
-    if isinstance(problem, str):
-        return
-    try:
-        prestart(problem, load_solution(gen.path), "cuda", settings.sandbox)
-    except UserError:
-        pass
+class RowFeed:
+    """The rows of a run, told to `on_row` in the generations' order as they are made: a row made
+    without an evaluation (no such problem, an unreadable file) waits for the evaluations before it."""
+
+    def __init__(self, total: int, progress: Progress, on_row: Callable[[SampleRow], None] | None) -> None:
+        self.progress, self.on_row = progress, on_row
+        self.rows: list[SampleRow | None] = [None] * total
+        self.labels: dict[int, str] = {}  # rows made without an evaluation: the label they are shown by
+        self._told = 0
+
+    def put(self, index: int, row: SampleRow, label: str | None = None) -> None:
+        self.rows[index] = row
+        if label is not None:
+            self.labels[index] = label
+        while self._told < len(self.rows) and (ready := self.rows[self._told]) is not None:
+            if self._told in self.labels:
+                self.progress.start(self.labels[self._told])
+            if self.on_row is not None:
+                self.on_row(ready)
+            self.progress.advance()
+            self._told += 1
+
+
+def _judge(work: list[tuple[Generation, Problem | str]], settings: Settings, store: Store | None,
+           feed: RowFeed) -> list[SampleRow]:
+    """Every generation's row: those with a problem and a readable file evaluated through
+    `run_many`'s inline backend (afresh every time); on a GPU each next generation's child is
+    started while the one before is judged (its interpreter and torch come up beside the GPU work;
+    on a CPU a starting child would share the timing's cores)."""
+    submissions: list[Submission] = []
+    evaluated: list[tuple[int, Generation, Problem, Solution]] = []  # per submission
+    for index, (gen, problem) in enumerate(work):
+        if isinstance(problem, str):
+            feed.put(index, _row(gen, status="unknown_problem", compiled=False, correct=False, reason=problem),
+                     gen.path.name)
+            continue
+        try:
+            solution = load_solution(gen.path)
+        except UserError as exc:
+            feed.put(index, _row(gen, problem=problem.name, status="input_error", compiled=False, correct=False,
+                                 reason=str(exc)), f"{problem.name} sample {gen.sample}")
+            continue
+        submissions.append(Submission(problem=problem, source=SourceSnapshot.of(solution), label=str(solution.path)))
+        evaluated.append((index, gen, problem, solution))
+    ahead = resolve_device(settings.device) == "cuda"
+
+    def start(number: int) -> EventSink:
+        if ahead and number + 1 < len(evaluated):
+            _, _, problem, solution = evaluated[number + 1]
+            with contextlib.suppress(UserError):  # its own evaluation says what is wrong with it
+                prestart(problem, solution, "cuda", settings.sandbox)
+        _, gen, problem, _ = evaluated[number]
+        return feed.progress.start(f"{problem.name} sample {gen.sample}")
+
+    def finished(number: int, result: Result) -> None:
+        index, gen, problem, _ = evaluated[number]
+        feed.put(index, _result_row(gen, problem.name, result))
+
+    if submissions:
+        run_many(submissions, settings, store=store, again=True, ahead=False, on_start=start, on_result=finished)
+    return [row for row in feed.rows if row is not None]
 
 
 def _problem(source: SourceFile | None, gen: Generation, tmp: Path) -> Problem | str:
@@ -145,22 +192,11 @@ def _row(gen: Generation, *, status: str, compiled: bool, correct: bool, reason:
                      reason=reason)
 
 
-def _evaluate(gen: Generation, problem: Problem | str, settings: Settings, store: Store | None,
-              progress: Progress) -> SampleRow:
-    if isinstance(problem, str):
-        progress.start(gen.path.name)
-        return _row(gen, status="unknown_problem", compiled=False, correct=False, reason=problem)
-    events = progress.start(f"{problem.name} sample {gen.sample}")
-    try:
-        solution = load_solution(gen.path)
-    except UserError as exc:
-        return _row(gen, problem=problem.name, status="input_error", compiled=False, correct=False,
-                         reason=str(exc))
-    try:
-        verdict = run_evaluation(problem, solution, settings, store=store, events=events)
-    except Exception as exc:  # recorded with its cause (the problem's own code, or a bug of rooftop's)
-        return _row(gen, problem=problem.name, status=failure_status(exc), compiled=False, correct=False,
-                    reason=one_line(exc))
+def _result_row(gen: Generation, name: str, result: Result) -> SampleRow:
+    if result.verdict is None:
+        status, reason = failure_of(result.error or "")
+        return _row(gen, problem=name, status=status, compiled=False, correct=False, reason=reason)
+    verdict = result.verdict
     correct = verdict.status is Status.correct
     missed = unmeasured(verdict)  # a speedup the reward counts as 0x is no sample's fast_p either
     speedup = verdict.summary.geomean_speedup if correct and not missed else None
@@ -168,5 +204,5 @@ def _evaluate(gen: Generation, problem: Problem | str, settings: Settings, store
     if correct and speedup is None:
         whys = sorted(set(missed.values()))
         reason = f"no trusted timing ({', '.join(whys)})" if whys else "not timed"
-    return _row(gen, problem=problem.name, status=verdict.status.value, compiled=compiled(verdict),
-                     correct=correct, speedup=speedup, reason=reason[:300])
+    return _row(gen, problem=name, status=verdict.status.value, compiled=compiled(verdict),
+                correct=correct, speedup=speedup, reason=reason[:300])

@@ -19,11 +19,15 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from rooftop.api import run_evaluation
 from rooftop.batch import Progress, Quiet
-from rooftop.errors import UserError, on_one_line
+from rooftop.errors import on_one_line
 from rooftop.pipeline.evaluate import resolve_device
 from rooftop.problem.spec import Policy, Problem
+from rooftop.service.evaluator import Result
+from rooftop.service.inputs import Submission
+from rooftop.service.jobs import SourceSnapshot
+from rooftop.service.many import run_many
+from rooftop.service.worker import BUG
 from rooftop.solution.loader import load_solution
 from rooftop.store.db import Store
 from rooftop.verdict import UNTRUSTED_TIMING, ShapeResult, Status, Verdict
@@ -64,42 +68,45 @@ def selfcheck(problems: list[Problem], settings: Settings, store: Store | None =
     interval passes when it reaches [1 - t, 1 + t] rather than 1.0 itself: GPU intervals are often
     a few hundredths of a percent wide, so a bias of a fraction of a percent fails the strict check.
 
-    On a GPU the next problem's child is started while the current one is evaluated (its
-    interpreter and torch import are CPU work, beside a GPU timing), so a deck does not pay each
-    child's start-up in turn."""
-    from rooftop.pipeline.trusted.spawn import prestart
-
+    The evaluations go through `run_many`'s inline backend, judged afresh every time: on a GPU the
+    next problems' children are started while the current one is evaluated (their interpreters and
+    torch imports are CPU work, beside a GPU timing), so a deck does not pay each child's start-up
+    in turn. The relaxed problems reach the evaluations as they are in memory (the inline backend
+    takes the submissions' problems by their hash), with no folder written for them."""
     progress = progress or Quiet()
     device = resolve_device(settings.device)
-    rows = []
+    rows: list[SelfCheckRow | None] = [None] * len(problems)
+
+    def finished(index: int, result: Result) -> None:
+        rows[index] = row = result_row(problems[index].name, result, device, tolerance)
+        if on_row is not None:
+            on_row(row)
+        progress.advance()
+
     with tempfile.TemporaryDirectory(prefix="rooftop-selfcheck-") as folder:
-        solutions = [self_solution(p, Path(folder) / str(i)) for i, p in enumerate(problems)]
-        for i, problem in enumerate(problems):
-            events = progress.start(problem.name)
-            if device == "cuda" and i + 1 < len(problems):
-                prestart(problems[i + 1], load_solution(solutions[i + 1]), device, settings.sandbox)
-            try:
-                verdict = run_evaluation(relaxed(problem), solutions[i], settings, store=store, events=events)
-            except Exception as exc:  # recorded with its cause; the other problems are still checked
-                row = SelfCheckRow(problem=problem.name, status=failure_status(exc), passed=False,
-                                   interval_checked=False, reason=one_line(exc))
-            else:
-                row = judge(problem.name, verdict, device, tolerance)
-            rows.append(row)
-            if on_row is not None:
-                on_row(row)
-            progress.advance()
-    return rows
+        solutions = [load_solution(self_solution(p, Path(folder) / str(i))) for i, p in enumerate(problems)]
+        submissions = [Submission(problem=relaxed(p), source=SourceSnapshot.of(s), label=str(s.path))
+                       for p, s in zip(problems, solutions, strict=True)]
+        run_many(submissions, settings, store=store, again=True,
+                 on_start=lambda index: progress.start(problems[index].name), on_result=finished)
+    return [row for row in rows if row is not None]
 
 
-def failure_status(exc: Exception) -> str:
-    """`problem_error` when the problem's own code does not fit its shapes (a SpecError), else
-    `error`: rooftop itself failed, which is a bug to report."""
-    return "problem_error" if isinstance(exc, UserError) else "error"
+def result_row(name: str, result: Result, device: str, tolerance: float = 0.0) -> SelfCheckRow:
+    """The row of a self-check's result: its verdict judged, or why none was made."""
+    if result.verdict is not None:
+        return judge(name, result.verdict, device, tolerance)
+    status, reason = failure_of(result.error or "")
+    return SelfCheckRow(problem=name, status=status, passed=False, interval_checked=False, reason=reason)
 
 
-def one_line(exc: Exception, limit: int = 300) -> str:
-    return on_one_line(str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}", limit)
+def failure_of(error: str, limit: int = 300) -> tuple[str, str]:
+    """A job's error as a row's status and reason: `error` when rooftop itself failed (a bug to
+    report: its first line, no traceback), else `problem_error` (the problem's own code does not
+    fit its shapes, or the settings do not fit it)."""
+    if error.startswith(BUG):
+        return "error", on_one_line(error.removeprefix(BUG).split("\n")[0], limit)
+    return "problem_error", on_one_line(error, limit)
 
 
 def self_solution(problem: Problem, folder: Path) -> Path:

@@ -39,8 +39,9 @@ class InlineTransport:
     """Slots whose handle is their `Inbox`; `finished` lists the jobs answered, oldest first, for a
     caller that reports each result as soon as the orchestrator has recorded it."""
 
-    def __init__(self, sinks: SinkFor | None = None, problems: Mapping[str, Problem] | None = None) -> None:
-        self.sinks, self.problems = sinks, dict(problems or {})
+    def __init__(self, sinks: SinkFor | None = None, problems: Mapping[str, Problem] | None = None,
+                 ahead: bool = True) -> None:
+        self.sinks, self.problems, self.ahead = sinks, dict(problems or {}), ahead
         self.finished: list[str] = []
         self._greeting: list[Slot] = []
 
@@ -68,7 +69,8 @@ class InlineTransport:
             if slot.role == "device" and isinstance(slot.handle, Inbox) and slot.handle.pending:
                 task = slot.handle.pending.popleft()
                 sink = self.sinks(task.job_id) if self.sinks is not None else None
-                outcome = run_task(task, slot.device, inbox=slot.handle, events=sink, problems=self.problems)
+                outcome = run_task(task, slot.device, inbox=slot.handle if self.ahead else None, events=sink,
+                                   problems=self.problems)
                 outcome.healthy = outcome.healthy and device_healthy(slot.device)
                 return [(slot, self._answer(slot, outcome), "")]
         time.sleep(min(timeout, IDLE))
@@ -97,8 +99,9 @@ def _take_all(inbox: Inbox) -> list[Task]:
 
 
 def inline_orchestrator(queue: JobQueue, device: DeviceType, sinks: SinkFor | None = None,
-                        problems: Mapping[str, Problem] | None = None) -> Orchestrator:
-    """One device slot (evaluations run one after another here) and one build slot."""
+                        problems: Mapping[str, Problem] | None = None, ahead: bool = True) -> Orchestrator:
+    """One device slot (evaluations run one after another here) and one build slot; `ahead` False:
+    no child is started ahead for the tasks queued behind the current one."""
     slots = [Slot(name=f"{device}:0", role="device", device=device, depth=jobs_held(device)),
              Slot(name="build:0", role="build", device=device)]
-    return Orchestrator(queue, slots, InlineTransport(sinks, problems), recycle_after=1 << 30)
+    return Orchestrator(queue, slots, InlineTransport(sinks, problems, ahead), recycle_after=1 << 30)

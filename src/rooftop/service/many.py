@@ -28,20 +28,21 @@ ResultFn = Callable[[int, Result], None]  # told each submission's result as soo
 
 def run_many(submissions: Sequence[Submission], settings: Settings, *, backend: str = "inline",
              store: Store | None = None, again: bool = False, on_start: StartFn | None = None,
-             on_result: ResultFn | None = None, progress: ProgressFn | None = None, workers: int | None = None,
-             builders: int | None = None, address: str | None = None) -> list[Result]:
+             on_result: ResultFn | None = None, progress: ProgressFn | None = None, ahead: bool = True,
+             workers: int | None = None, builders: int | None = None, address: str | None = None) -> list[Result]:
     """One result per submission, in order. Jobs already judged with the same work are found, not
     judged again, unless `again`. `on_start` (the inline backend only: its evaluations run in this
     process) names the sink of each evaluation's events as it begins; `on_result` hears of each
-    result once recorded. Settings this machine cannot honour are refused at once (UserError)."""
+    result once recorded; `ahead` False: the inline backend starts no child ahead on a GPU (the
+    caller does). Settings this machine cannot honour are refused at once (UserError)."""
     return run_many_tallied(submissions, settings, backend=backend, store=store, again=again, on_start=on_start,
-                            on_result=on_result, progress=progress, workers=workers, builders=builders,
-                            address=address)[0]
+                            on_result=on_result, progress=progress, ahead=ahead, workers=workers,
+                            builders=builders, address=address)[0]
 
 
 def run_many_tallied(submissions: Sequence[Submission], settings: Settings, *, backend: str = "inline",
                      store: Store | None = None, again: bool = False, on_start: StartFn | None = None,
-                     on_result: ResultFn | None = None, progress: ProgressFn | None = None,
+                     on_result: ResultFn | None = None, progress: ProgressFn | None = None, ahead: bool = True,
                      workers: int | None = None, builders: int | None = None,
                      address: str | None = None) -> tuple[list[Result], Tally]:
     """`run_many`, and the tally of the batch (for a summary of its builds and workers)."""
@@ -53,7 +54,7 @@ def run_many_tallied(submissions: Sequence[Submission], settings: Settings, *, b
         ids, _ = submit(queue, submissions, settings, again=again, prebuild=backend != "inline")
         feed = ResultFeed(queue, ids, on_result)
         if backend == "inline":
-            orchestrator = _inline(queue, device, submissions, ids, on_start, feed)
+            orchestrator = _inline(queue, device, submissions, ids, on_start, feed, ahead)
         else:
             orchestrator = orchestrator_for(queue, device, workers=workers, builders=builders, backend=backend,
                                             address=address)
@@ -63,7 +64,7 @@ def run_many_tallied(submissions: Sequence[Submission], settings: Settings, *, b
 
 
 def _inline(queue: JobQueue, device: DeviceType, submissions: Sequence[Submission], ids: list[str],
-            on_start: StartFn | None, feed: ResultFeed) -> Orchestrator:
+            on_start: StartFn | None, feed: ResultFeed, ahead: bool) -> Orchestrator:
     """The inline orchestrator, given the submissions' problems as they are in memory."""
     from rooftop.service.inline import InlineTransport, inline_orchestrator
 
@@ -72,7 +73,7 @@ def _inline(queue: JobQueue, device: DeviceType, submissions: Sequence[Submissio
         first.setdefault(ident, index)
     sinks = None if on_start is None else (lambda ident: on_start(first[ident]))
     problems = {problem_hash(item.problem): item.problem for item in submissions}
-    orchestrator = inline_orchestrator(queue, device, sinks, problems)
+    orchestrator = inline_orchestrator(queue, device, sinks, problems, ahead)
     assert isinstance(orchestrator.transport, InlineTransport)
     feed.answered = orchestrator.transport.finished
     return orchestrator
