@@ -85,3 +85,9 @@ def test_a_problem_changed_in_memory_is_judged_as_it_is_there(store):
         SETTINGS, store=store)
     assert strict.verdict is not None and strict.verdict.status is Status.rejected
     assert loose.verdict is not None and loose.verdict.status is Status.correct
+
+
+@pytest.mark.parametrize("backend", ["local", "inline"])
+def test_every_backend_answers_through_the_same_call(store, backend):
+    results = run_many([submission("good.py"), submission("wrong.py")], SETTINGS, store=store, backend=backend)
+    assert [r.verdict.status for r in results if r.verdict] == [Status.correct, Status.incorrect]

@@ -57,8 +57,9 @@ def batch_command(
     builders: Annotated[int | None, typer.Option("--builders", min=1, metavar="N",
                                                  help="build workers (compilers, on cores apart from the device "
                                                  "workers'; default: one per such core, at most 64)")] = None,
-    backend: Annotated[str, typer.Option("--backend", metavar="local|ray",
-                                         help="local: processes on this machine; ray: a Ray cluster")] = "local",
+    backend: Annotated[str, typer.Option("--backend", metavar="local|ray|inline",
+                                         help="local: processes on this machine; ray: a Ray cluster; inline: "
+                                         "one evaluation after another in this process")] = "local",
     address: Annotated[str | None, typer.Option("--address", metavar="ADDR",
                                                 help="the Ray cluster to join (default: start one here)")] = None,
     json_output: JsonOpt = False,

@@ -66,8 +66,7 @@ BACKENDS: Registry[Backend] = Registry("backend")
 def _local(queue: JobQueue, device: DeviceType, *, devices: int, builders: int, address: str | None,
            recycle_after: int) -> Orchestrator:
     """Processes on this machine."""
-    if address is not None:
-        raise UserError("--address: only the ray backend connects to a cluster (add --backend ray)")
+    _no_cluster(address)
     return local_orchestrator(queue, device, devices=devices, builders=builders, recycle_after=recycle_after,
                               gpus=gpu_count(device))
 
@@ -88,9 +87,13 @@ def _inline(queue: JobQueue, device: DeviceType, *, devices: int, builders: int,
     """This process: one evaluation after another, nothing built ahead (service/inline.py)."""
     from rooftop.service.inline import inline_orchestrator
 
+    _no_cluster(address)
+    return inline_orchestrator(queue, device)
+
+
+def _no_cluster(address: str | None) -> None:
     if address is not None:
         raise UserError("--address: only the ray backend connects to a cluster (add --backend ray)")
-    return inline_orchestrator(queue, device)
 
 
 def orchestrator_for(queue: JobQueue, device: DeviceType, *, workers: int | None = None,

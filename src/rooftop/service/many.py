@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from rooftop.service.batch import orchestrator_for, submit
+from rooftop.service.batch import run_jobs, submit
 from rooftop.service.evaluator import Result, result_of
 from rooftop.service.inputs import Submission
 from rooftop.service.jobs import JobState, problem_hash
@@ -54,11 +54,10 @@ def run_many_tallied(submissions: Sequence[Submission], settings: Settings, *, b
         ids, _ = submit(queue, submissions, settings, again=again, prebuild=backend != "inline")
         feed = ResultFeed(queue, ids, on_result)
         if backend == "inline":
-            orchestrator = _inline(queue, device, submissions, ids, on_start, feed, ahead)
+            tally = _inline(queue, device, submissions, ids, on_start, feed, ahead).run(ids, feed.watching(progress))
         else:
-            orchestrator = orchestrator_for(queue, device, workers=workers, builders=builders, backend=backend,
-                                            address=address)
-        tally = orchestrator.run(ids, feed.watching(progress))
+            tally = run_jobs(queue, ids, device, workers=workers, builders=builders, backend=backend, address=address,
+                             progress=feed.watching(progress))
         feed.report()
         return feed.results(), tally
 
