@@ -17,7 +17,7 @@ from rooftop.service.batch import run_jobs, submit
 from rooftop.service.evaluator import Result, result_of
 from rooftop.service.inputs import Submission
 from rooftop.service.jobs import JobState, problem_hash
-from rooftop.service.orchestrator import Orchestrator, ProgressFn, Slot, Tally
+from rooftop.service.orchestrator import Orchestrator, ProgressFn, Slot
 from rooftop.service.queue import JobQueue
 from rooftop.store.db import Store
 from rooftop.vocabulary import DeviceType, EventSink, Settings
@@ -35,17 +35,6 @@ def run_many(submissions: Sequence[Submission], settings: Settings, *, backend: 
     process) names the sink of each evaluation's events as it begins; `on_result` hears of each
     result once recorded; `ahead` False: the inline backend starts no child ahead on a GPU (the
     caller does). Settings this machine cannot honour are refused at once (UserError)."""
-    return run_many_tallied(submissions, settings, backend=backend, store=store, again=again, on_start=on_start,
-                            on_result=on_result, progress=progress, ahead=ahead, workers=workers,
-                            builders=builders, address=address)[0]
-
-
-def run_many_tallied(submissions: Sequence[Submission], settings: Settings, *, backend: str = "inline",
-                     store: Store | None = None, again: bool = False, on_start: StartFn | None = None,
-                     on_result: ResultFn | None = None, progress: ProgressFn | None = None, ahead: bool = True,
-                     workers: int | None = None, builders: int | None = None,
-                     address: str | None = None) -> tuple[list[Result], Tally]:
-    """`run_many`, and the tally of the batch (for a summary of its builds and workers)."""
     from rooftop.pipeline.evaluate import check_settings
 
     device = check_settings(settings)
@@ -54,12 +43,12 @@ def run_many_tallied(submissions: Sequence[Submission], settings: Settings, *, b
         ids, _ = submit(queue, submissions, settings, again=again, prebuild=backend != "inline")
         feed = ResultFeed(queue, ids, on_result)
         if backend == "inline":
-            tally = _inline(queue, device, submissions, ids, on_start, feed, ahead).run(ids, feed.watching(progress))
+            _inline(queue, device, submissions, ids, on_start, feed, ahead).run(ids, feed.watching(progress))
         else:
-            tally = run_jobs(queue, ids, device, workers=workers, builders=builders, backend=backend, address=address,
-                             progress=feed.watching(progress))
+            run_jobs(queue, ids, device, workers=workers, builders=builders, backend=backend, address=address,
+                     progress=feed.watching(progress))
         feed.report()
-        return feed.results(), tally
+        return feed.results()
 
 
 def _inline(queue: JobQueue, device: DeviceType, submissions: Sequence[Submission], ids: list[str],
