@@ -15,15 +15,28 @@ pytestmark = pytest.mark.quiet  # every test here turns on when the reference's 
 POLICY = TimingPolicy(warmup_calls=1, warmup_seconds=0.0, min_samples=3, min_seconds=0.05, min_wall_seconds=0.3,
                       target_rse=None, max_samples=80, max_seconds=10.0, max_wall_seconds=30.0)
 HONEST_CALLS = 3 + 1 + 8  # correctness seeds, warm-up, and more than the reference's paired calls
-# wrong once the reference has left, and slower than its honest calls, so that only the secret
-# draw can find it (0.75 ** 40: it never misses)
-SLOW_WRONG = f"""\
-    if self.calls > {HONEST_CALLS}:
+
+
+def slow_wrong(honest: int = HONEST_CALLS) -> str:
+    """Wrong once the reference has left (after `honest` calls), and slower than its honest calls,
+    so that only the secret draw can find it."""
+    return f"""\
+    if self.calls > {honest}:
         time.sleep(0.003)
         return x * self.alpha + 1.0
     time.sleep(0.001)
     return x * self.alpha
     """
+
+
+SLOW_WRONG = slow_wrong()
+# the draw checks one call in four: the wrong calls must be many for it never to miss. Under POLICY
+# the candidate's 3 ms wrong calls reach the measured-time minimum after about a dozen (0.75 ** 13,
+# a miss in 40 runs); with 0.2 s of it (and a wall minimum that does not stop it first) they number
+# about 55 (0.75 ** 55, one in six million). The reference (10 ms a call) then leaves after 20
+# paired calls, so the wrong ones start later
+LONG_POLICY = POLICY.model_copy(update={"min_seconds": 0.2, "min_wall_seconds": 2.0})
+LONG_HONEST = 3 + 1 + 24
 
 
 def _solution(tmp_path, body: str):
@@ -64,7 +77,7 @@ def test_a_reference_as_fast_as_the_candidate_stays_on_every_call():
 
 
 def test_wrong_outputs_after_the_reference_left_are_caught_by_the_draw(tmp_path):
-    v = run("slow_reference", _solution(tmp_path, SLOW_WRONG), timing_policy=POLICY)
+    v = run("slow_reference", _solution(tmp_path, slow_wrong(LONG_HONEST)), timing_policy=LONG_POLICY)
     assert v.status.value == "incorrect" and v.failed_gate.value == "timing"
     assert "[timed-output]" in v.messages[0] and "after the correctness checks" in v.messages[0]
 
