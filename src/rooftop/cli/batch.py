@@ -6,7 +6,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -29,9 +29,11 @@ from rooftop.cli.common import (
 from rooftop.errors import UserError
 
 if TYPE_CHECKING:
+    from rooftop.service.inputs import Submission
     from rooftop.service.jobs import Job, JobState
     from rooftop.service.orchestrator import Slot, Tally
     from rooftop.service.queue import JobQueue
+    from rooftop.vocabulary import DeviceType, Settings
 
 MAX_ROWS = 60  # a longer batch is summarised per problem and status
 
@@ -71,20 +73,29 @@ def batch_command(
 
     if backend not in BACKENDS:
         raise UserError(f"--backend: expected one of {', '.join(BACKENDS.names())} (got '{backend}')")
-    from rooftop.cli.batch_lines import ReportingQueue
-    from rooftop.cli.progress import verdict_lines
+    from rooftop.integrity.sandbox import require_isolation
     from rooftop.pipeline.evaluate import resolve_device
-    from rooftop.service.batch import run_jobs, submit
     from rooftop.service.inputs import read_input
-    from rooftop.service.jobs import JobState
-    from rooftop.store.db import Store
 
     submissions = read_input(input, problem)
     settings = settings_from_options(device, shapes, timeout, seed, timing, sandbox, graphs)
-    from rooftop.integrity.sandbox import require_isolation
-
     require_isolation(settings.sandbox, "rooftop batch")
-    dev = resolve_device(settings.device)
+    failed = _work_off(db, submissions, settings, resolve_device(settings.device), json_output,
+                       {"workers": workers, "builders": builders, "backend": backend, "address": address})
+    if failed:
+        raise typer.Exit(1)
+
+
+def _work_off(db: Path, submissions: list[Submission], settings: Settings, dev: DeviceType, json_output: bool,
+              backend: dict[str, Any]) -> int:
+    """Queue the submissions, work them off with a line per verdict and a bar (`backend`: run_jobs'
+    options), print the summary or the JSON; how many jobs failed."""
+    from rooftop.cli.batch_lines import ReportingQueue
+    from rooftop.cli.progress import verdict_lines
+    from rooftop.service.batch import run_jobs, submit
+    from rooftop.service.jobs import JobState
+    from rooftop.store.db import Store
+
     store = Store(db)
     try:
         queue = ReportingQueue(store)
@@ -94,18 +105,15 @@ def batch_command(
         queue.watch(ids, verdict_lines(not json_output, total=left))  # before the bar takes stdout over
         started = time.monotonic()
         with _BatchProgress(not json_output, len(ids)) as shown:
-            tally = run_jobs(queue, ids, dev, workers=workers, builders=builders, backend=backend, address=address,
-                             progress=shown.update)
+            tally = run_jobs(queue, ids, dev, progress=shown.update, **backend)
         jobs = queue.jobs(ids)
         if json_output:
             sys.stdout.write(json.dumps([_job_document(j) for j in jobs], indent=2) + "\n")
         else:
             _print_summary(queue, jobs, tally, new, time.monotonic() - started, dev, db)
-        failed = sum(1 for j in jobs if j.state.value == "failed")
+        return sum(1 for j in jobs if j.state.value == "failed")
     finally:
         store.close()
-    if failed:
-        raise typer.Exit(1)
 
 
 class _BatchProgress:
