@@ -18,7 +18,10 @@ def test_correct_with_cpu_timings():
     assert shape.candidate.clock == "cpu_perf_counter" and shape.candidate.n >= 3
     assert shape.reference.n >= 3 and shape.speedup > 0 and shape.gbps > 0
     assert shape.roofline_fraction is None  # no datasheet roof for a CPU
-    assert v.reward == pytest.approx(v.summary.geomean_speedup - 1)
+    if "contention" in shape.flags:  # a busy machine (the suite's other worker): the speedup counts as 0x
+        assert v.reward == pytest.approx(-1.0)
+    else:
+        assert v.reward == pytest.approx(v.summary.geomean_speedup - 1)
 
 
 def test_the_phases_say_where_each_kind_of_call_spent_its_round_trips():

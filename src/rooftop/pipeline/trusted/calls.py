@@ -92,7 +92,7 @@ def call_block(ev: Evaluation, shape: Shape, seeds: list[int | None], *, audit: 
     reference_wall, reference_clock = 0.0, None
     if reference:
         started = time.perf_counter()
-        timed = list(ev.setup.reference.run_block(shape, drawn, graph=graph,
+        timed = list(ev.setup.reference.run_block(shape, drawn, graph=graph, probe=checks,
                                                   pool_sets=ev.setup.pool_sets.get(shape.name)))
         reference_wall = time.perf_counter() - started
         ev.add_time("reference", reference_wall)

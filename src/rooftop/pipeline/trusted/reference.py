@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import torch
 
 from rooftop.check.inputs import InputPool, device_memory
+from rooftop.check.probe import gather_outputs
 from rooftop.measure.contention import cpu_threads, pin_threads
 from rooftop.measure.graphs import GraphCache
 from rooftop.measure.timer import Clock, clock_for
@@ -99,21 +100,28 @@ class TrustedReference:
         return out
 
     def run_block(self, shape: Shape, seeds: list[int], graph: bool = False,
-                  pool_sets: int | None = None) -> list[Timed]:
+                  pool_sets: int | None = None, probe: bool = False) -> list[Timed]:
         """Timed calls on the inputs of each seed, queued back to back and waited for once, as the
         child queues the candidate's (measure/timer.py): the same clock, the same kind of input
         pool (`pool_sets` sets, the memory plan's figure, as the child keeps), each call's inputs
         made by the clock after its spin, itself after the last call's end event in stream order;
-        a CUDA-graph replay when `graph`."""
+        a CUDA-graph replay when `graph`. With `probe`, each call's outputs are gathered at random
+        positions after its end event and held to the block's end, as the child gathers the
+        candidate's: on an H200 that gather cost the GEMM after it about 7 us (a self-check of
+        10_3D_tensor_matrix_multiplication read 0.993 while only the candidate's calls carried
+        it, 1.000 with both)."""
         model = self.instance.model(shape)
-        clock, queued = self.clock, []
+        clock, queued, gathered = self.clock, [], []
         with torch.no_grad(), blame_reference("the reference forward"):
             for seed in seeds:
                 out = self._queue(shape, model, seed, graph, pool_sets)
                 queued.append((out, float(getattr(clock, "last_queued", 0.0)), float(getattr(clock, "last_hold", 0.0))))
+                if probe:
+                    gathered.append(gather_outputs(out))
             seconds = clock.collect()
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
+        del gathered  # the candidate's are read after its block's wait; the reference's are not needed
         return [Timed(out, taken, host, hold) for (out, host, hold), taken in zip(queued, seconds)]
 
     def _queue(self, shape: Shape, model: Any, seed: int, graph: bool, pool_sets: int | None) -> Any:
