@@ -70,9 +70,13 @@ class Builder:
             else:
                 yield line, value
 
-    def finish(self) -> Session:
-        """Fills what can be told from the events themselves, where the format did not say it."""
+    def finish(self, closing_record: bool = False) -> Session:
+        """Fills what can be told from the events themselves, where the format did not say it.
+        `closing_record`: the format ends a session with a record of its own that sets `completed`;
+        a session with events but without that record was cut short, so it did not complete."""
         session = self.session
+        if closing_record and session.completed is None and session.events:
+            session.completed = False
         stamps = [e.timestamp for e in session.events if e.timestamp is not None]
         if session.started_at is None and stamps:
             session.started_at = stamps[0]

@@ -137,9 +137,7 @@ def _read(records: Iterable[Record], path: str | None, calls: _anthropic.Calls) 
                 b.raw(line, record, str(kind or ""))
     reported = totals(result) if result is not None else None
     s.usage = reported if reported is not None else usage_sum(e.usage for e in s.events)
-    if result is None:
-        s.completed = False if s.events else None
-    return b.finish(), reported is not None
+    return b.finish(closing_record=True), reported is not None
 
 
 def run_usage(stream: Path, session_files: Iterable[Path]) -> Usage:

@@ -143,9 +143,7 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
             s.completed, s.final_text = True, rest or None
         else:
             b.add(line, "system", marker.rstrip(":"), text=text if marker.startswith("file update") else marker)
-    if s.completed is None and s.events:
-        s.completed = False
-    return b.finish()
+    return b.finish(closing_record=True)
 
 
 PARSERS.add(FORMAT, Parser(FORMAT, PRIORITY, sniff, parse, text=True))

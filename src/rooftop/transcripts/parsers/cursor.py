@@ -151,10 +151,8 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
                 s.final_text = string(record.get("result"))
             else:
                 b.raw(line, record, str(kind or ""))
-    if s.completed is None and s.events:
-        s.completed = False
     s.agent = "cursor-agent"
-    return b.finish()
+    return b.finish(closing_record=True)
 
 
 PARSERS.add(FORMAT, Parser(FORMAT, PRIORITY, sniff, parse))

@@ -106,10 +106,8 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
                 s.completed = not failed
             else:
                 b.raw(line, record, str(kind or ""))
-    if s.completed is None and s.events:
-        s.completed = False
     s.agent = "gemini-cli"
-    return b.finish()
+    return b.finish(closing_record=True)
 
 
 PARSERS.add(FORMAT, Parser(FORMAT, PRIORITY, sniff, parse))

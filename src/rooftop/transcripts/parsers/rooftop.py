@@ -97,9 +97,7 @@ def parse(records: Iterable[Record], path: str | None = None) -> Session:
             else:
                 b.raw(line, record, str(kind or ""))
     s.usage = (tokens(result) if result is not None else None) or usage_sum(e.usage for e in s.events)
-    if result is None and s.events:
-        s.completed = False
-    return b.finish()
+    return b.finish(closing_record=True)
 
 
 PARSERS.add(FORMAT, Parser(FORMAT, PRIORITY, sniff, parse))
