@@ -10,11 +10,19 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rooftop.problem import dtypes, expr
 
 ParamValue = int | float | bool | str
+
+
+def _parsed(formula: str) -> str:
+    expr.parse(formula)
+    return formula
+
+
+Formula = Annotated[str, AfterValidator(_parsed)]  # a count (flops, bytes) over a shape's params, parsed to check it
 
 
 class Strict(BaseModel):
@@ -36,16 +44,8 @@ class Shape(Strict):
     note: str = ""
     # this shape's own counts where the problem's do not apply (the smoke shape derived from a
     # KernelBench file's constants, whose problem-wide counts are its full size's)
-    flops: str | None = None
-    bytes: str | None = None
-
-    @field_validator("flops", "bytes")
-    @classmethod
-    def _count(cls, value: str | int | float | None) -> str | None:
-        if value is None:
-            return None
-        expr.parse(str(value))
-        return str(value)
+    flops: Formula | None = None
+    bytes: Formula | None = None
 
 
 class Tolerance(Strict):
@@ -113,8 +113,8 @@ class ProblemSpec(Strict):
     version: Annotated[int, Field(ge=1)]
     dtype: str
     regime: Literal["compute", "memory"]
-    flops: str | None = None
-    bytes: str | None = None
+    flops: Formula | None = None
+    bytes: Formula | None = None
     peak_dtype: str | None = None  # datasheet column for the compute roof; defaults to dtype
     tolerance: dict[str, Tolerance] = {}
     shapes: Annotated[list[Shape], Field(min_length=1)]
@@ -157,14 +157,6 @@ class ProblemSpec(Strict):
                 raise ValueError(f"'{key}' is an integer dtype; integers are compared exactly")
             out[name] = {"atol": tol, "rtol": tol} if isinstance(tol, (int, float)) else tol
         return out
-
-    @field_validator("flops", "bytes")
-    @classmethod
-    def _formula(cls, value: str | int | float | None) -> str | None:
-        if value is None:
-            return None
-        expr.parse(str(value))
-        return str(value)
 
     @field_validator("smoke", mode="before")
     @classmethod
