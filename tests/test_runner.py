@@ -15,13 +15,14 @@ from conftest import FIXTURES
 from rooftop.pipeline.evaluate import prepare
 from rooftop.pipeline.trusted.context import Evaluation
 from rooftop.pipeline.trusted.gates import BuildGate, GateStep, LoadGate, ScoreGate
+from rooftop.pipeline.trusted.outcomes import GateOutcome, Scored, ShapeChecked
 from rooftop.pipeline.trusted.runner import GateRunner
 from rooftop.pipeline.trusted.setup import hand_over
 from rooftop.pipeline.wire import BuildReply, Failure, JobReply, LoadReply
 from rooftop.problem.loader import load_problem
 from rooftop.problem.spec import Shape
 from rooftop.solution.loader import load_solution
-from rooftop.verdict import Gate, GateFailed, GateRecord, Status
+from rooftop.verdict import Gate, GateFailed, SeedCheck, Status
 from rooftop.vocabulary import GateFinished, GateStarted, Settings, ShapeDone
 
 
@@ -45,11 +46,10 @@ class Step(GateStep):
     def timeout(self, ev: Evaluation, shape: Shape | None = None) -> float | None:
         return self.limit
 
-    def run(self, ev: Evaluation, shape: Shape | None = None) -> GateRecord:
+    def run(self, ev: Evaluation, outcome: GateOutcome, shape: Shape | None = None) -> None:
         self.log.append(f"{self.gate.value}:{shape.name if shape else ''}:{ev.state.limit:g}")
         if self.fails is not None:
             raise self.fails
-        return GateRecord(gate=self.gate, ok=True)
 
 
 def _noting_setup(log: list[str], fails: BaseException | None = None):
@@ -133,9 +133,8 @@ def test_a_gate_without_a_child_to_wait_for_has_no_deadline():
     class Look(GateStep):
         gate: ClassVar[Gate] = Gate.score
 
-        def run(self, ev: Evaluation, shape: Shape | None = None) -> GateRecord:
+        def run(self, ev: Evaluation, outcome: GateOutcome, shape: Shape | None = None) -> None:
             seen.append(ev.state.deadline)
-            return GateRecord(gate=self.gate, ok=True)
 
     GateRunner((Look(),)).run(ev)
     assert seen == [math.inf]
@@ -157,8 +156,9 @@ class FakeChild:
 def test_the_build_gate_records_what_the_child_built():
     ev, _ = _evaluation()
     ev.setup.child = FakeChild(BuildReply(seconds=12.5, cached=True))  # type: ignore[assignment]
-    record = BuildGate().run(ev)
-    assert (record.gate, record.ok, record.seconds, record.cached) == (Gate.build, True, 12.5, True)
+    gate = BuildGate()
+    gate.run(ev, outcome := gate.outcome())
+    assert (outcome.gate, outcome.seconds, outcome.cached) == (Gate.build, 12.5, True)
     assert ev.phases["build"] == 12.5 and ev.setup.child.requests == ["BuildRequest"]  # type: ignore[union-attr]
 
 
@@ -167,7 +167,7 @@ def test_a_child_s_failure_reply_ends_the_gate_with_its_status_and_messages():
     ev.setup.child = FakeChild(BuildReply(failure=Failure(status=Status.compile_error,  # type: ignore[assignment]
                                                           messages=["nvcc: error"], cached=False)))
     with pytest.raises(GateFailed) as failed:
-        BuildGate().run(ev)
+        BuildGate().run(ev, BuildGate().outcome())
     assert failed.value.status is Status.compile_error and failed.value.messages == ["nvcc: error"]
     assert failed.value.cached is False
 
@@ -176,8 +176,9 @@ def test_the_load_gate_keeps_the_child_s_start_up_phases_and_samples_the_cpu_s_l
     ev, _ = _evaluation()
     ev.setup.child = FakeChild(LoadReply(seconds=0.4, detail="ModelNew", phases={"imports": 3.5}))  # type: ignore
     ev.setup.reference = object()  # type: ignore[assignment]
-    record = LoadGate().run(ev)
-    assert record.detail == "ModelNew" and record.seconds == 0.4
+    gate = LoadGate()
+    gate.run(ev, outcome := gate.outcome())
+    assert outcome.detail == "ModelNew" and outcome.seconds == 0.4
     assert ev.phases["child_imports"] == 3.5 and ev.setup.cpu_load is not None
 
 
@@ -203,8 +204,11 @@ def test_the_score_gate_scores_correct_shapes_without_timing():
     ev, _ = _evaluation(timing=False)
     for result in ev.verdict.shapes:
         result.correct = True
-    record = ScoreGate().run(ev)
-    assert record.gate is Gate.score and record.ok
+    gate = ScoreGate()
+    gate.run(ev, outcome := gate.outcome())
+    assert isinstance(outcome, Scored) and outcome.summary is not None and outcome.summary.correct_shapes == 2
+    assert set(outcome.figures) == {s.name for s in ev.shapes} and outcome.detail == "CPU: no roofline"
+    assert ev.verdict.summary.correct_shapes == 0  # the gate fills its outcome; the runner writes the verdict
 
 
 class ComputingChild(FakeChild):
@@ -256,8 +260,8 @@ def test_the_timing_gate_pairs_the_child_s_reports_with_the_reference_s_own_time
     ev = _timing_ready()
     ev.setup.child = ComputingChild(ev, seconds=2e-3)  # type: ignore[assignment]
     shape = ev.shapes[0]
-    TimingGate().run(ev, shape)
-    result = ev.results[shape.name]
+    gate = TimingGate()
+    gate.run(ev, result := gate.outcome(shape), shape)
     assert result.candidate is not None and result.reference is not None
     assert result.candidate.median == pytest.approx(2e-3)  # the child's word, on every sample
     assert result.candidate.n >= 5 and result.reference.n >= 5
@@ -271,5 +275,36 @@ def test_the_timing_gate_finds_a_child_that_answers_its_timed_calls_wrongly():
     ev = _timing_ready()
     ev.setup.child = ComputingChild(ev, seconds=1e-4, wrong=True)  # type: ignore[assignment]
     with pytest.raises(GateFailed) as failed:
-        TimingGate().run(ev, ev.shapes[0])
+        TimingGate().run(ev, TimingGate().outcome(ev.shapes[0]), ev.shapes[0])
     assert failed.value.status is Status.incorrect and "[timed-output]" in failed.value.messages[0]
+
+
+def test_a_failing_gate_keeps_in_the_verdict_what_it_found_before_it_failed():
+    """The runner writes a gate's typed outcomes into the verdict whether it passed or failed: the
+    seeds checked before the wrong one, and the warnings raised, stay with the failure."""
+    ev, _ = _evaluation()
+
+    class Checks(GateStep):
+        gate: ClassVar[Gate] = Gate.correctness
+        per_shape = True
+
+        def outcome(self, shape: Shape | None = None) -> ShapeChecked:
+            return ShapeChecked(gate=self.gate, shape=shape.name if shape else None)
+
+        def run(self, ev: Evaluation, outcome: GateOutcome, shape: Shape | None = None) -> None:
+            assert isinstance(outcome, ShapeChecked) and shape is not None
+            outcome.checks.append(SeedCheck(seed=1, ok=True))
+            outcome.warnings.append(f"[note] {shape.name}")
+            if shape is ev.shapes[-1]:
+                outcome.checks.append(SeedCheck(seed=2, ok=False, message="off by one"))
+                outcome.correct = False
+                raise GateFailed(Status.incorrect, "seed 2: off by one")
+            outcome.correct = True
+
+    GateRunner((Checks(),)).run(ev)
+    *passed, failed = ev.verdict.shapes
+    assert all(r.correct and [c.seed for c in r.checks] == [1] for r in passed)
+    assert failed.correct is False and [(c.seed, c.ok) for c in failed.checks] == [(1, True), (2, False)]
+    assert ev.verdict.warnings == [f"[note] {s.name}" for s in ev.shapes]
+    assert [(r.gate, r.ok, r.detail) for r in ev.verdict.gates] == [(Gate.correctness, False, "seed 2: off by one")]
+    assert ev.verdict.status is Status.incorrect

@@ -106,19 +106,19 @@ def _floor(untimed_us: float, harness_us: list[float], after_us: list[float], re
            device: str = "cuda"):
     from types import SimpleNamespace
 
+    from rooftop.pipeline.trusted.outcomes import ShapeTimed
     from rooftop.pipeline.trusted.timing import judge_floor
     from rooftop.problem.spec import Shape
-    from rooftop.verdict import ShapeResult
+    from rooftop.verdict import Gate
 
     shape = Shape(name="s", params={})
     ev = SimpleNamespace(setup=SimpleNamespace(harness_cost={"s": [x / 1e6 for x in harness_us]}),
-                         verdict=SimpleNamespace(warnings=[]),
                          device=device)
-    result = ShapeResult(shape="s", params={}, split="visible")
+    result = ShapeTimed(gate=Gate.timing, shape="s")
     result.candidate = SimpleNamespace(median=reported_us / 1e6)
     forged = judge_floor(ev, shape, result, [untimed_us / 1e6 + 1e-6 * (i % 3) for i in range(50)],
                          [x / 1e6 for x in after_us])
-    return result, ev.verdict.warnings, forged
+    return result, result.warnings, forged
 
 
 def test_the_wall_floor_passes_the_harness_noise_and_names_work_it_did_not_time():
@@ -136,8 +136,9 @@ def test_a_cpu_s_wall_floor_speaks_of_the_cpu_and_a_shared_one_says_nothing_was_
     from types import SimpleNamespace
 
     from rooftop.pipeline.trusted import timing
+    from rooftop.pipeline.trusted.outcomes import ShapeTimed
     from rooftop.problem.spec import Shape
-    from rooftop.verdict import ShapeResult
+    from rooftop.verdict import Gate
 
     _, _, forged = _floor(untimed_us=9000, harness_us=[800] * 8, after_us=[], device="cpu")
     assert forged is not None and "GPU" not in forged and "spin" not in forged
@@ -145,12 +146,11 @@ def test_a_cpu_s_wall_floor_speaks_of_the_cpu_and_a_shared_one_says_nothing_was_
     monkeypatch.setattr(timing, "sample_load", lambda pids: None)
     monkeypatch.setattr(timing, "assess", lambda *args: SimpleNamespace(contended=True, reasons=["busy"]))
     monkeypatch.setattr(timing.time, "sleep", lambda seconds: None)
-    ev = SimpleNamespace(device="cpu", setup=SimpleNamespace(cpu_load=None), own_pids=lambda: [],
-                         verdict=SimpleNamespace(warnings=[]))
-    result = ShapeResult(shape="s", params={}, split="visible")
+    ev = SimpleNamespace(device="cpu", setup=SimpleNamespace(cpu_load=None), own_pids=lambda: [])
+    result = ShapeTimed(gate=Gate.timing, shape="s")
     result.candidate = result.reference = SimpleNamespace(samples=[])
     timing.time_shape(ev, Shape(name="s", params={}), result, None, False)
-    warning = ev.verdict.warnings[1]
+    warning = result.warnings[1]
     assert warning.startswith("[wall-floor]") and "forged or" not in warning and "nothing says" in warning
 
 
@@ -163,8 +163,9 @@ def test_on_a_cpu_the_wall_floor_rejects_only_what_a_quiet_machine_timed_twice(m
     from types import SimpleNamespace
 
     from rooftop.pipeline.trusted import timing
+    from rooftop.pipeline.trusted.outcomes import ShapeTimed
     from rooftop.problem.spec import Shape
-    from rooftop.verdict import GateFailed, ShapeResult, Status
+    from rooftop.verdict import Gate, GateFailed, Status
 
     breach = "[wall-floor] shape 's': 4068 us of work went untimed"
     timings = []
@@ -177,14 +178,13 @@ def test_on_a_cpu_the_wall_floor_rejects_only_what_a_quiet_machine_timed_twice(m
     monkeypatch.setattr(timing, "sample_load", lambda pids: None)
     monkeypatch.setattr(timing, "assess", lambda *args: SimpleNamespace(contended=contended, reasons=["busy"]))
     monkeypatch.setattr(timing.time, "sleep", lambda seconds: None)
-    ev = SimpleNamespace(device="cpu", setup=SimpleNamespace(cpu_load=None), own_pids=lambda: [],
-                         verdict=SimpleNamespace(warnings=[]))
-    result = ShapeResult(shape="s", params={}, split="visible")
+    ev = SimpleNamespace(device="cpu", setup=SimpleNamespace(cpu_load=None), own_pids=lambda: [])
+    result = ShapeTimed(gate=Gate.timing, shape="s")
     result.candidate = result.reference = SimpleNamespace(samples=[])
     if contended:
         timing.time_shape(ev, Shape(name="s", params={}), result, None, False)
         assert result.flags == ["contention"]
-        assert ev.verdict.warnings[0].startswith("[contention]") and ev.verdict.warnings[1].startswith(breach)
+        assert result.warnings[0].startswith("[contention]") and result.warnings[1].startswith(breach)
     elif breaches == 2:
         with pytest.raises(GateFailed) as failed:
             timing.time_shape(ev, Shape(name="s", params={}), result, None, False)
@@ -192,8 +192,8 @@ def test_on_a_cpu_the_wall_floor_rejects_only_what_a_quiet_machine_timed_twice(m
         assert "twice" in failed.value.messages[0]
     else:
         timing.time_shape(ev, Shape(name="s", params={}), result, None, False)
-        assert result.flags == [] and ev.verdict.warnings[0].startswith(breach)
-        assert "timed again" in ev.verdict.warnings[0]
+        assert result.flags == [] and result.warnings[0].startswith(breach)
+        assert "timed again" in result.warnings[0]
     assert len(timings) == 2
 
 
@@ -224,8 +224,9 @@ def test_on_a_gpu_the_wall_floor_rejects_what_a_second_timing_holds_too(monkeypa
     from types import SimpleNamespace
 
     from rooftop.pipeline.trusted import timing
+    from rooftop.pipeline.trusted.outcomes import ShapeTimed
     from rooftop.problem.spec import Shape
-    from rooftop.verdict import GateFailed, ShapeResult, Status
+    from rooftop.verdict import Gate, GateFailed, Status
 
     breach = "[wall-floor] shape 's': 12164 us of work went untimed"
     timings = []
@@ -233,13 +234,13 @@ def test_on_a_gpu_the_wall_floor_rejects_what_a_second_timing_holds_too(monkeypa
     def once(ev, shape, result, policy, profiled):
         timings.append(len(timings))
         result.flags.append("host-bound")
-        ev.verdict.warnings.append(f"[host-bound] timing {len(timings)}")
+        result.warnings.append(f"[host-bound] timing {len(timings)}")
         return breach if len(timings) <= breaches else None
 
     monkeypatch.setattr(timing, "_time_once", once)
     monkeypatch.setattr(timing.time, "sleep", lambda seconds: None)
-    ev = SimpleNamespace(device="cuda", verdict=SimpleNamespace(warnings=[]))
-    result = ShapeResult(shape="s", params={}, split="visible")
+    ev = SimpleNamespace(device="cuda")
+    result = ShapeTimed(gate=Gate.timing, shape="s")
     if breaches == 2:
         with pytest.raises(GateFailed) as failed:
             timing.time_shape(ev, Shape(name="s", params={}), result, None, False)
@@ -248,8 +249,8 @@ def test_on_a_gpu_the_wall_floor_rejects_what_a_second_timing_holds_too(monkeypa
         return
     timing.time_shape(ev, Shape(name="s", params={}), result, None, False)
     assert len(timings) == 2 and result.flags == ["host-bound"]
-    assert ev.verdict.warnings[0] == "[host-bound] timing 2"
-    assert ev.verdict.warnings[1].startswith(breach) and "timed again" in ev.verdict.warnings[1]
+    assert result.warnings[0] == "[host-bound] timing 2"
+    assert result.warnings[1].startswith(breach) and "timed again" in result.warnings[1]
 
 
 def test_timed_blocks_hold_about_20_ms_of_calls_and_at_most_a_gib_of_expected_outputs():

@@ -165,9 +165,10 @@ def test_a_host_bound_shape_takes_the_host_bound_default_and_the_table_says_why(
 
 def test_scoring_gives_a_flagged_shape_the_host_bound_default():
     from rooftop.measure.spread import HOST_BOUND_SPREAD
+    from rooftop.pipeline.trusted.outcomes import assemble
     from rooftop.pipeline.trusted.scoring import score
     from rooftop.problem.registry import resolve
-    from rooftop.verdict import Environment, Verdict
+    from rooftop.verdict import Environment, Gate, Verdict
 
     bound, plain = _result(1.1), _result(1.1)
     bound.shape, plain.shape = "tiny", "tiny_odd"
@@ -176,6 +177,8 @@ def test_scoring_gives_a_flagged_shape_the_host_bound_default():
                       reward=None, shapes=[bound, plain],
                       environment=Environment(device="cuda", device_name="x", mode="gpu", python="3", torch="2",
                                               platform="linux", hostname="h", rooftop="0"))
-    score(verdict, resolve("examples/softmax"), timed=True)
+    scored, _ = score(verdict, resolve("examples/softmax"), timed=True)
+    assert bound.speedup_spread is None  # the gate's figures reach the verdict through `assemble` alone
+    assemble(verdict, Gate.score, [scored], 0.0)
     assert (bound.speedup_spread, bound.spread_source) == (HOST_BOUND_SPREAD, "host-bound default")
     assert (plain.speedup_spread, plain.spread_source) == (DEFAULT_GPU_SPREAD, "default")

@@ -176,24 +176,26 @@ def test_the_host_bound_warning_gives_each_side_s_time_to_queue_a_call():
     keeps both medians, and the warning says them."""
     from rooftop.batch.selfcheck import judge
     from rooftop.measure.measurement import TimingStats
+    from rooftop.pipeline.trusted.outcomes import ShapeTimed, assemble
     from rooftop.pipeline.trusted.timing import cross_check
     from rooftop.problem.spec import Shape
-    from rooftop.verdict import ShapeResult, Status, Verdict
+    from rooftop.verdict import Gate, ShapeResult, Status, Verdict
 
     stats = TimingStats(clock="cuda_event", samples=[1e-3] * 20)
-    result = ShapeResult(shape="s", split="visible", params={}, correct=True, candidate=stats, reference=stats,
-                         speedup=1.0, speedup_low=0.99, speedup_high=1.01,
-                         queue_seconds={"candidate": 2.1e-3, "reference": 3.4e-3})
-    ev = SimpleNamespace(verdict=SimpleNamespace(warnings=[]))
+    timed = ShapeTimed(gate=Gate.timing, shape="s", candidate=stats, reference=stats,
+                       queue_seconds={"candidate": 2.1e-3, "reference": 3.4e-3})
     sampling = SimpleNamespace(samplers=[SimpleNamespace(many_dropped=False)])
-    cross_check(ev, Shape(name="s", params={}), result, sampling, {"candidate": [-1e-4] * 20, "reference": [1e-3] * 20})
-    assert result.flags == ["host-bound"]
-    assert "(median host time to queue a call: candidate 2.10 ms, reference 3.40 ms)" in ev.verdict.warnings[0]
-    quiet = result.model_copy(update={"flags": []})
-    cross_check(ev, Shape(name="s", params={}), quiet, sampling, {"candidate": [-1e-4] * 20})
-    assert quiet.flags == [] and len(ev.verdict.warnings) == 1  # queue times alone flag nothing
+    cross_check(SimpleNamespace(), Shape(name="s", params={}), timed, sampling,
+                {"candidate": [-1e-4] * 20, "reference": [1e-3] * 20})
+    assert timed.flags == ["host-bound"]
+    assert "(median host time to queue a call: candidate 2.10 ms, reference 3.40 ms)" in timed.warnings[0]
+    quiet = timed.model_copy(update={"flags": [], "warnings": []})
+    cross_check(SimpleNamespace(), Shape(name="s", params={}), quiet, sampling, {"candidate": [-1e-4] * 20})
+    assert quiet.flags == [] and quiet.warnings == []  # queue times alone flag nothing
     verdict = Verdict(status=Status.correct, reward=None, problem="p", problem_version=1, solution="s.py",
-                      source_hash="h", shapes=[result])
+                      source_hash="h", shapes=[ShapeResult(shape="s", split="visible", params={}, correct=True)])
+    assemble(verdict, Gate.timing, [timed], 0.5)
+    assert verdict.shapes[0].flags == ["host-bound"] and verdict.warnings == timed.warnings
     assert judge("p", verdict, "cuda").shapes[0].queued == {"candidate": 2.1e-3, "reference": 3.4e-3}
 
 

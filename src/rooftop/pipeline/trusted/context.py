@@ -16,7 +16,7 @@ from rooftop.errors import RooftopError
 from rooftop.pipeline.job import EvalJob
 from rooftop.problem.spec import Problem, Shape
 from rooftop.solution.loader import Solution
-from rooftop.verdict import Gate, ShapeResult, Verdict
+from rooftop.verdict import Gate, Verdict
 from rooftop.vocabulary import DeviceType, EventSink, Settings, ignore
 
 if TYPE_CHECKING:
@@ -152,11 +152,6 @@ class Evaluation:
     @property
     def shapes(self) -> list[Shape]:
         return self.job.shapes
-
-    @property
-    def results(self) -> dict[str, ShapeResult]:
-        """The verdict's shape results by shape name (the same objects)."""
-        return {result.shape: result for result in self.verdict.shapes}
 
     def add_time(self, phase: str, seconds: float) -> None:
         """Add to a phase that recurs (input making, reference calls)."""

@@ -11,12 +11,13 @@ from rooftop.check.inputs import release_cached
 from rooftop.check.probe import check_probes
 from rooftop.pipeline.trusted.calls import call
 from rooftop.pipeline.trusted.context import Evaluation
+from rooftop.pipeline.trusted.outcomes import ShapeChecked
 from rooftop.pipeline.wire import CallReply
 from rooftop.problem.spec import Shape
-from rooftop.verdict import GateFailed, SeedCheck, ShapeResult, Status
+from rooftop.verdict import GateFailed, SeedCheck, Status
 
 
-def check_shape(ev: Evaluation, shape: Shape, result: ShapeResult) -> None:
+def check_shape(ev: Evaluation, shape: Shape, result: ShapeChecked) -> None:
     previous: list[tuple[Any, Any]] = []
     for _ in range(ev.settings.seeds_per_shape):
         seed = ev.calls.seeds.next()

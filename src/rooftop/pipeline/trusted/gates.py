@@ -1,7 +1,8 @@
 """The gates, in the order the runner takes them: static → build → load → correctness → timing →
 score. Each is a small object whose `run` does one gate's work (for one shape, in the gates that
-go shape by shape) and returns its record or raises `GateFailed`. Deadlines, order and the
-record of a failure belong to the runner (runner.py), not to the gates."""
+go shape by shape), filling the typed outcome the runner hands it (pipeline/trusted/outcomes.py),
+or raises `GateFailed`. Deadlines, order and the verdict (written from the outcomes by
+`outcomes.assemble`) belong to the runner (runner.py), not to the gates."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import ClassVar
 from rooftop.measure.stopping import TimingPolicy
 from rooftop.pipeline.trusted.context import Evaluation
 from rooftop.pipeline.trusted.correctness import check_shape
+from rooftop.pipeline.trusted.outcomes import GateOutcome, Scored, ShapeChecked, ShapeTimed
 from rooftop.pipeline.trusted.scoring import score
 from rooftop.pipeline.trusted.setup import raise_failure
 from rooftop.pipeline.trusted.static import check_solution_files
@@ -17,7 +19,7 @@ from rooftop.pipeline.trusted.timing import time_shape, warm_start
 from rooftop.pipeline.trusted.tracing import take_trace
 from rooftop.pipeline.wire import BuildReply, BuildRequest, LoadReply, LoadRequest
 from rooftop.problem.spec import Shape
-from rooftop.verdict import Gate, GateFailed, GateRecord, Status
+from rooftop.verdict import Gate, GateFailed, Status
 
 # seconds a gate may take when the settings do not say: a first CUDA build takes minutes, a CPU
 # smoke shape seconds; a shape also gets REFERENCE_FACTOR times what one reference call took here
@@ -41,16 +43,19 @@ class GateStep:
         """Seconds this gate may take (per shape for per-shape gates); None: no child to wait for."""
         return None
 
-    def run(self, ev: Evaluation, shape: Shape | None = None) -> GateRecord:
+    def outcome(self, shape: Shape | None = None) -> GateOutcome:
+        """The empty outcome this gate fills (for one shape, in the gates that go shape by shape)."""
+        return GateOutcome(gate=self.gate, shape=shape.name if shape is not None else None)
+
+    def run(self, ev: Evaluation, outcome: GateOutcome, shape: Shape | None = None) -> None:
         raise NotImplementedError
 
 
 class StaticGate(GateStep):
     gate = Gate.static
 
-    def run(self, ev: Evaluation, shape: Shape | None = None) -> GateRecord:
+    def run(self, ev: Evaluation, outcome: GateOutcome, shape: Shape | None = None) -> None:
         check_solution_files(ev.solution, ev.problem.spec.policy)
-        return GateRecord(gate=self.gate, ok=True)
 
 
 class BuildGate(GateStep):
@@ -64,12 +69,12 @@ class BuildGate(GateStep):
     def timeout(self, ev: Evaluation, shape: Shape | None = None) -> float:
         return ev.settings.build_timeout
 
-    def run(self, ev: Evaluation, shape: Shape | None = None) -> GateRecord:
+    def run(self, ev: Evaluation, outcome: GateOutcome, shape: Shape | None = None) -> None:
         assert ev.setup.child is not None
         built, _ = ev.setup.child.request(BuildRequest(), BuildReply, ev.state.deadline)
         raise_failure(built)
         ev.phases["build"] = built.seconds
-        return GateRecord(gate=Gate.build, ok=True, seconds=built.seconds, cached=built.cached)
+        outcome.seconds, outcome.cached = built.seconds, built.cached
 
 
 class LoadGate(GateStep):
@@ -80,7 +85,7 @@ class LoadGate(GateStep):
     def timeout(self, ev: Evaluation, shape: Shape | None = None) -> float:
         return ev.settings.timeout or LOAD_SECONDS[ev.device]
 
-    def run(self, ev: Evaluation, shape: Shape | None = None) -> GateRecord:
+    def run(self, ev: Evaluation, outcome: GateOutcome, shape: Shape | None = None) -> None:
         assert ev.setup.child is not None and ev.setup.reference is not None
         loaded, _ = ev.setup.child.request(LoadRequest(), LoadReply, ev.state.deadline)
         raise_failure(loaded)
@@ -94,8 +99,8 @@ class LoadGate(GateStep):
 
             ev.setup.sm_clock, why = SmClock.open(ev.setup.reference.device)
             if ev.setup.sm_clock is None:
-                ev.verdict.warnings.append(f"[clocks] SM clocks were not sampled: {why}")
-        return GateRecord(gate=self.gate, ok=True, seconds=loaded.seconds, detail=loaded.detail)
+                outcome.warnings.append(f"[clocks] SM clocks were not sampled: {why}")
+        outcome.seconds, outcome.detail = loaded.seconds, loaded.detail
 
 
 class ShapeGate(GateStep):
@@ -115,11 +120,13 @@ class CorrectnessGate(ShapeGate):
     holds_device = True
     needs_setup = True
 
-    def run(self, ev: Evaluation, shape: Shape | None = None) -> GateRecord:
-        assert shape is not None
-        check_shape(ev, shape, ev.results[shape.name])
+    def outcome(self, shape: Shape | None = None) -> ShapeChecked:
+        return ShapeChecked(gate=self.gate, shape=shape.name if shape is not None else None)
+
+    def run(self, ev: Evaluation, outcome: GateOutcome, shape: Shape | None = None) -> None:
+        assert shape is not None and isinstance(outcome, ShapeChecked)
+        check_shape(ev, shape, outcome)
         take_trace(ev)
-        return GateRecord(gate=self.gate, ok=True)
 
 
 class TimingGate(ShapeGate):
@@ -130,13 +137,15 @@ class TimingGate(ShapeGate):
     def wanted(self, ev: Evaluation) -> bool:
         return ev.settings.timing
 
-    def run(self, ev: Evaluation, shape: Shape | None = None) -> GateRecord:
-        assert shape is not None
+    def outcome(self, shape: Shape | None = None) -> ShapeTimed:
+        return ShapeTimed(gate=self.gate, shape=shape.name if shape is not None else None)
+
+    def run(self, ev: Evaluation, outcome: GateOutcome, shape: Shape | None = None) -> None:
+        assert shape is not None and isinstance(outcome, ShapeTimed)
         policy = ev.settings.timing_policy or TimingPolicy.for_device(ev.device)
         # the sampler's wall cap stays inside the shape's deadline
         policy = policy.model_copy(update={"max_wall_seconds": min(policy.max_wall_seconds, 0.75 * ev.state.limit)})
-        time_shape(ev, shape, ev.results[shape.name], warm_start(ev, policy), profiled=self._profiled(ev))
-        return GateRecord(gate=self.gate, ok=True)
+        time_shape(ev, shape, outcome, warm_start(ev, policy), profiled=self._profiled(ev))
 
     @staticmethod
     def _profiled(ev: Evaluation) -> bool:
@@ -149,11 +158,16 @@ class TimingGate(ShapeGate):
 class ScoreGate(GateStep):
     gate = Gate.score
 
-    def run(self, ev: Evaluation, shape: Shape | None = None) -> GateRecord:
-        detail, impossible = score(ev.verdict, ev.problem, ev.settings.timing)
+    def outcome(self, shape: Shape | None = None) -> Scored:
+        return Scored(gate=self.gate)
+
+    def run(self, ev: Evaluation, outcome: GateOutcome, shape: Shape | None = None) -> None:
+        assert isinstance(outcome, Scored)
+        scored, impossible = score(ev.verdict, ev.problem, ev.settings.timing)
+        outcome.figures, outcome.summary = scored.figures, scored.summary
+        outcome.detail, outcome.warnings = scored.detail, scored.warnings
         if impossible:
             raise GateFailed(Status.rejected, *impossible)
-        return GateRecord(gate=self.gate, ok=True, detail=detail)
 
 
 GATES: tuple[GateStep, ...] = (StaticGate(), BuildGate(), LoadGate(), CorrectnessGate(), TimingGate(), ScoreGate())

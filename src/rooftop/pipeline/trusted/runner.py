@@ -2,9 +2,10 @@
 
 It takes the gates in order, arms each one's deadline (per shape for the gates that go shape by
 shape), sets the evaluation up (pipeline/trusted/setup.py) once, before the first gate that runs
-the solution and under its deadline, emits the events that report progress, and turns the one
-failure type, `GateFailed`, into the verdict's status, failed gate and messages. The first
-failure stops the evaluation.
+the solution and under its deadline, hands each gate (each shape of it) a typed outcome to fill,
+writes the outcomes into the verdict through `outcomes.assemble`, whether the gate passed or
+failed, emits the events that report progress, and turns the one failure type, `GateFailed`, into
+the verdict's status, failed gate and messages. The first failure stops the evaluation.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from typing import TypeVar
 from rooftop.errors import is_out_of_memory
 from rooftop.pipeline.trusted.context import Evaluation
 from rooftop.pipeline.trusted.gates import GATES, GateStep
+from rooftop.pipeline.trusted.outcomes import GateOutcome, ShapeTimed, assemble
 from rooftop.pipeline.trusted.setup import set_up
 from rooftop.problem.spec import Shape
-from rooftop.verdict import Gate, GateFailed, GateRecord, Status
+from rooftop.verdict import Gate, GateFailed, Status
 from rooftop.vocabulary import DeviceWait, GateFinished, GateStarted, ShapeDone
 
 T = TypeVar("T")
@@ -50,6 +52,7 @@ class GateRunner:
             state.emit(GateStarted(gate=step.gate, shapes=len(ev.shapes) if step.per_shape else 0,
                                    timeout=state.limit or None))
 
+        outcomes: list[GateOutcome] = []
         try:
             for index, shape in enumerate(shapes, 1):
                 shape_started = self._arm(ev, step, shape)
@@ -58,25 +61,26 @@ class GateRunner:
                 if step.needs_setup and not self.set:
                     self.set = True
                     _guarded(self.setup, ev)
-                record = _guarded(partial(step.run, shape=shape), ev)
+                outcomes.append(outcome := step.outcome(shape))
+                _guarded(partial(step.run, outcome=outcome, shape=shape), ev)
                 if shape is not None:
-                    kept = ev.results[shape.name].candidate
+                    kept = outcome.candidate if isinstance(outcome, ShapeTimed) else None
                     state.emit(ShapeDone(gate=step.gate, shape=shape.name, index=index, of=len(shapes),
                                          seconds=time.monotonic() - shape_started,
-                                         samples=kept.n if kept is not None and step.gate is Gate.timing else None))
+                                         samples=kept.n if kept is not None else None))
         except GateFailed as failed:
             if state.deadline == 0.0:
                 announce()
-            status = self._fail(ev, failed, time.monotonic() - started)
+            status = self._fail(ev, failed, outcomes, time.monotonic() - started)
             state.emit(GateFinished(gate=step.gate, ok=False, seconds=time.monotonic() - started, status=status,
                                     detail=(ev.verdict.messages or [""])[0][:200]))
             return False
         finally:
             state.shape = None
-        record.seconds = record.seconds or time.monotonic() - started
         ev.phases[f"gate_{step.gate.value}"] = time.monotonic() - started
-        ev.verdict.gates.append(record)
-        state.emit(GateFinished(gate=step.gate, ok=True, seconds=record.seconds, detail=record.detail))
+        record = assemble(ev.verdict, step.gate, outcomes, time.monotonic() - started)
+        state.emit(GateFinished(gate=step.gate, ok=True, seconds=record.seconds if record else 0.0,
+                                detail=record.detail if record else ""))
         return True
 
     @staticmethod
@@ -91,15 +95,17 @@ class GateRunner:
         return time.monotonic()
 
     @staticmethod
-    def _fail(ev: Evaluation, failed: GateFailed, seconds: float) -> Status:
+    def _fail(ev: Evaluation, failed: GateFailed, outcomes: list[GateOutcome], seconds: float) -> Status:
+        """The failure in the verdict, with what the failing gate found before it failed."""
         gate, status = failed.resolved(ev.state.gate)
         messages = describe_failure(ev, gate, failed)
         verdict = ev.verdict
         verdict.status, verdict.failed_gate = status, gate
         verdict.messages.extend(messages)
-        if not any(r.gate == gate for r in verdict.gates):
-            verdict.gates.append(GateRecord(gate=gate, ok=False, seconds=seconds, cached=failed.cached,
-                                            detail=(messages or [""])[0][:200]))
+        if failed.cached is not None:
+            outcomes = outcomes or [GateOutcome(gate=gate)]
+            outcomes[-1].cached = failed.cached
+        assemble(verdict, gate, outcomes, seconds, failed=(messages or [""])[0])
         return status
 
 

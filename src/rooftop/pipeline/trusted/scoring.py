@@ -6,87 +6,106 @@ Runs on the trusted side from raw samples; the candidate never computes its own 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from rooftop.measure.measurement import ratio_interval
+from rooftop.measure.measurement import TimingStats, ratio_interval
 from rooftop.measure.spread import default_spread, spread_of, widen
+from rooftop.pipeline.trusted.outcomes import Scored, ShapeFigures
 from rooftop.problem.spec import Problem
 from rooftop.score.aggregate import geomean
 from rooftop.score.hardware import lookup
 from rooftop.score.roofline import implausible, roofline_fraction
-from rooftop.verdict import ShapeResult, Summary, Verdict
+from rooftop.verdict import Gate, ShapeResult, Summary, Verdict
 
 if TYPE_CHECKING:
     from rooftop.store.db import Store
 
 
-def score(verdict: Verdict, problem: Problem, timed: bool) -> tuple[str, list[str]]:
-    """Fill in the figures; return what the roofline was read against, and the shapes whose times
-    the hardware could not have produced."""
+def score(verdict: Verdict, problem: Problem, timed: bool) -> tuple[Scored, list[str]]:
+    """Each shape's figures from the verdict's samples, and the summary over them (written into the
+    verdict by `outcomes.assemble`); the shapes whose times the hardware could not have produced."""
     spec = problem.spec
     env = verdict.environment
     gpu = lookup(env.device_name) if env is not None and env.device == "cuda" else None
     peak_dtype = spec.peak_dtype or spec.dtype
     shapes = {s.name: s for s in spec.all_shapes()}
-    impossible = []
+    detail = f"datasheet: {gpu.name}" if gpu else ("no datasheet entry for this device: no roofline"
+                                                    if env and env.device == "cuda" else "CPU: no roofline")
+    scored, impossible = Scored(gate=Gate.score, detail=detail), []
     for result in verdict.shapes:
         shape = shapes[result.shape]
-        result.flops, result.bytes = spec.flops_for(shape), spec.bytes_for(shape)
+        figures = scored.figures[result.shape] = ShapeFigures(flops=spec.flops_for(shape), bytes=spec.bytes_for(shape))
         if not timed or result.candidate is None or result.reference is None:
             continue
         seconds = result.candidate.median
         if seconds > 0:
-            result.tflops = result.flops / seconds / 1e12 if result.flops else None
-            result.gbps = result.bytes / seconds / 1e9 if result.bytes else None
-        if env is not None and env.device == "cuda":
-            set_speedup(result, *default_spread(result.flags))
-        else:
-            set_speedup(result, None, "")
-        result.roofline_fraction = roofline_fraction(gpu, peak_dtype, result.flops, result.bytes, seconds)
-        why = implausible(gpu, peak_dtype, result.flops, result.bytes, seconds)
+            figures.tflops = figures.flops / seconds / 1e12 if figures.flops else None
+            figures.gbps = figures.bytes / seconds / 1e9 if figures.bytes else None
+        spread = default_spread(result.flags) if env is not None and env.device == "cuda" else (None, "")
+        for name, value in paired_speedup(result.candidate, result.reference, *spread).items():
+            setattr(figures, name, value)
+        figures.roofline_fraction = roofline_fraction(gpu, peak_dtype, figures.flops, figures.bytes, seconds)
+        why = implausible(gpu, peak_dtype, figures.flops, figures.bytes, seconds)
         if why and spec.figures == "estimated":
             # counted flops are a direct algorithm's (an FFT or Winograd convolution does fewer) and
             # an input read in part counts whole: an estimate is no floor to reject a time against
-            result.flags.append("roofline")
-            verdict.warnings.append(f"[roofline] shape '{result.shape}': {why}, against the flops and bytes rooftop "
-                                    "estimated for this problem; an estimate is not a floor, so this is not "
-                                    "taken as proof that work ran outside the timed call")
+            figures.flags.append("roofline")
+            scored.warnings.append(f"[roofline] shape '{result.shape}': {why}, against the flops and bytes rooftop "
+                                   "estimated for this problem; an estimate is not a floor, so this is not "
+                                   "taken as proof that work ran outside the timed call")
         elif why:
             impossible.append(f"[roofline] shape '{result.shape}': {why}; work ran outside the timed call")
-        why = implausible(gpu, peak_dtype, result.flops, result.bytes, result.reference.median)
+        why = implausible(gpu, peak_dtype, figures.flops, figures.bytes, result.reference.median)
         if why:  # the trusted reference cannot cheat: the datasheet entry or the problem's formulas are wrong
-            verdict.warnings.append(f"[roofline] shape '{result.shape}': the eager reference's {why}; check the "
-                                    "problem's flops/bytes formulas and the datasheet entry")
-    summarize(verdict)
-    detail = f"datasheet: {gpu.name}" if gpu else ("no datasheet entry for this device: no roofline"
-                                                    if env and env.device == "cuda" else "CPU: no roofline")
-    return detail, impossible
+            scored.warnings.append(f"[roofline] shape '{result.shape}': the eager reference's {why}; check the "
+                                   "problem's flops/bytes formulas and the datasheet entry")
+    merged = [_with_figures(result, scored.figures.get(result.shape)) for result in verdict.shapes]
+    scored.summary = summary_of(merged)
+    return scored, impossible
+
+
+def _with_figures(result: ShapeResult, figures: ShapeFigures | None) -> ShapeResult:
+    if figures is None:
+        return result
+    update = figures.model_dump(exclude={"flags", "speedups"})
+    return result.model_copy(update={**update, "flags": result.flags + figures.flags,
+                                     "speedups": {**result.speedups, **figures.speedups}})
+
+
+def paired_speedup(candidate: TimingStats, reference: TimingStats, spread: float | None,
+                   source: str) -> dict[str, Any]:
+    """The paired speedup over eager, its interval widened by the between-process `spread`
+    (measure/spread.py) where there is one, and where that came from: the fields to set (none
+    without enough pairs)."""
+    paired = ratio_interval(reference.samples, candidate.samples)
+    if paired is None:
+        return {}
+    speedup, low, high = paired
+    if spread is not None:
+        low, high = widen(speedup, low, high, spread)
+    return {"speedup": speedup, "speedups": {"eager": speedup}, "speedup_low": low, "speedup_high": high,
+            "speedup_spread": spread, "spread_source": source if spread is not None else ""}
 
 
 def set_speedup(result: ShapeResult, spread: float | None, source: str) -> None:
-    """The paired speedup over eager, its interval widened by the between-process `spread`
-    (measure/spread.py) where there is one, and where that came from."""
+    """A stored self-check's spread applied to a verdict already made (`apply_baselines`)."""
     assert result.candidate is not None and result.reference is not None
-    paired = ratio_interval(result.reference.samples, result.candidate.samples)
-    if paired is None:
-        return
-    result.speedup, low, high = paired
-    result.speedups["eager"] = result.speedup
-    if spread is not None:
-        low, high = widen(result.speedup, low, high, spread)
-    result.speedup_low, result.speedup_high = low, high
-    result.speedup_spread, result.spread_source = spread, source if spread is not None else ""
+    for name, value in paired_speedup(result.candidate, result.reference, spread, source).items():
+        if name == "speedups":
+            result.speedups.update(value)
+        else:
+            setattr(result, name, value)
 
 
-def summarize(verdict: Verdict) -> None:
+def summary_of(shapes: list[ShapeResult]) -> Summary:
     """Geometric means over shapes; a reference counts only when every timed shape has its figure.
     A shape timed on a shared CPU (flag `contention`) is left out: its speedup measured a neighbour."""
-    trusted = [r for r in verdict.shapes if "contention" not in r.flags]
+    trusted = [r for r in shapes if "contention" not in r.flags]
     timed = [r for r in trusted if r.candidate is not None]
     kinds = sorted({k for r in timed for k in r.speedups})
-    verdict.summary = Summary(
-        shapes=len(verdict.shapes),
-        correct_shapes=sum(1 for r in verdict.shapes if r.correct),
+    return Summary(
+        shapes=len(shapes),
+        correct_shapes=sum(1 for r in shapes if r.correct),
         geomean_speedup=geomean(r.speedup for r in trusted),
         geomean_speedups={k: g for k in kinds if all(k in r.speedups for r in timed)
                           and (g := geomean(r.speedups[k] for r in timed)) is not None},
@@ -94,6 +113,10 @@ def summarize(verdict: Verdict) -> None:
         geomean_tflops=geomean(r.tflops for r in trusted),
         geomean_gbps=geomean(r.gbps for r in trusted),
     )
+
+
+def summarize(verdict: Verdict) -> None:
+    verdict.summary = summary_of(verdict.shapes)
 
 
 def baseline_label(kind: str, mode: str) -> str:

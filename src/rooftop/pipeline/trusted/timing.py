@@ -30,10 +30,11 @@ from rooftop.measure.spread import HOST_BOUND_SPREAD
 from rooftop.measure.stopping import TimingPolicy
 from rooftop.pipeline.trusted.calls import Called, call_block, expect, harness_costs
 from rooftop.pipeline.trusted.context import Evaluation
+from rooftop.pipeline.trusted.outcomes import ShapeTimed
 from rooftop.pipeline.trusted.tracing import take_trace
 from rooftop.problem.spec import Shape
 from rooftop.values import nbytes
-from rooftop.verdict import Gate, GateFailed, ShapeResult, Status
+from rooftop.verdict import Gate, GateFailed, Status
 from rooftop.vocabulary import Samples
 
 EVENT_EVERY = 0.25  # seconds between two sample-count events
@@ -84,7 +85,7 @@ def warm_start(ev: Evaluation, policy: TimingPolicy) -> TimingPolicy:
     return policy.model_copy(update={"warmup_seconds": 0.0})
 
 
-def time_shape(ev: Evaluation, shape: Shape, result: ShapeResult, policy: TimingPolicy, profiled: bool) -> None:
+def time_shape(ev: Evaluation, shape: Shape, result: ShapeTimed, policy: TimingPolicy, profiled: bool) -> None:
     """Time one shape; on a CPU, once more when a neighbour shared the machine, then flag it.
 
     Calls whose round trips held more than the wall floor allows are rejected when a second
@@ -95,15 +96,15 @@ def time_shape(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
     if ev.device != "cpu":
         first = None
         for attempt in range(1 + FLOOR_RETRIES):
-            warned = len(ev.verdict.warnings)
+            warned = len(result.warnings)
             forged = _time_once(ev, shape, result, policy, profiled)
             if not forged:
                 if first:
-                    ev.verdict.warnings.append(f"{first}; {RETIMED}")
+                    result.warnings.append(f"{first}; {RETIMED}")
                 return
             if attempt < FLOOR_RETRIES:
                 first = forged
-                del ev.verdict.warnings[warned:]  # the next timing's own flags replace this one's
+                del result.warnings[warned:]  # the next timing's own flags replace this one's
                 result.flags.clear()
                 time.sleep(RETRY_PAUSE)
         raise GateFailed(Status.rejected, f"{forged} (twice: on a second timing too)")
@@ -126,7 +127,7 @@ def time_shape(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
         found = assess(before, sample_load(ev.own_pids()), result.candidate.samples, result.reference.samples)
         if not found.contended and not forged:
             if first:
-                ev.verdict.warnings.append(f"{first}; {RETIMED}")
+                result.warnings.append(f"{first}; {RETIMED}")
             return
         if forged and not found.contended and attempt == CPU_RETRIES:
             raise GateFailed(Status.rejected, f"{forged} (twice: on a second timing too)" if first else forged)
@@ -134,16 +135,16 @@ def time_shape(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
             first = None if found.contended else forged
             result.flags.clear()
     result.flags.append("contention")
-    ev.verdict.warnings.append(f"[contention] shape '{shape.name}': the machine was shared while timing "
+    result.warnings.append(f"[contention] shape '{shape.name}': the machine was shared while timing "
                                f"({'; '.join(found.reasons)}); its times and speedup are not trustworthy and "
                                "the reward counts its speedup as 0x")
     if forged:
-        ev.verdict.warnings.append(f"{forged.removesuffix(UNTIMED_WORK)} (not judged: the CPU was shared "
+        result.warnings.append(f"{forged.removesuffix(UNTIMED_WORK)} (not judged: the CPU was shared "
                                    "with other work while timing, which slows the harness's own work as much; "
                                    "nothing says the times were forged)")
 
 
-def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: TimingPolicy,
+def _time_once(ev: Evaluation, shape: Shape, result: ShapeTimed, policy: TimingPolicy,
                profiled: bool) -> str | None:
     """The shape's samples and checks; what the wall floor found wrong, if anything."""
     max_clock = ev.setup.sm_clock.max_mhz if ev.setup.sm_clock is not None else None
@@ -197,7 +198,7 @@ def _time_once(ev: Evaluation, shape: Shape, result: ShapeResult, policy: Timing
     return _conclude(ev, shape, result, sampling, (queued, outran, untimed), profiled)
 
 
-def _conclude(ev: Evaluation, shape: Shape, result: ShapeResult, sampling: PairedSampling,
+def _conclude(ev: Evaluation, shape: Shape, result: ShapeTimed, sampling: PairedSampling,
               noted: tuple[dict[str, list[float]], dict[str, list[float]], list[float]], profiled: bool) -> str | None:
     """The shape's statistics, its listed call and its cross-checks once its samples are in; what
     the wall floor found wrong, if anything. `noted`: each side's host seconds to queue a timed
@@ -216,7 +217,7 @@ def _conclude(ev: Evaluation, shape: Shape, result: ShapeResult, sampling: Paire
     return judge_floor(ev, shape, result, untimed, after) if floored else None
 
 
-def _checked(ev: Evaluation, shape: Shape, result: ShapeResult, called: Called, calls: int, always: bool) -> Called:
+def _checked(ev: Evaluation, shape: Shape, result: ShapeTimed, called: Called, calls: int, always: bool) -> Called:
     """A timed call's outputs against the expected ones: `always` (beside the reference, or
     faster than any call the reference was paired with), else on a secret draw made after the
     reply, with the reference run on its seed's inputs then; stored either way."""
@@ -240,7 +241,7 @@ def _note_queueing(called: Called, referenced: bool, queued: dict[str, list[floa
         outran["reference"].append(called.reference_queue[0] - called.reference_queue[1])
 
 
-def judge_floor(ev: Evaluation, shape: Shape, result: ShapeResult, untimed: list[float],
+def judge_floor(ev: Evaluation, shape: Shape, result: ShapeTimed, untimed: list[float],
                 after: list[float]) -> str | None:
     """The trusted wall floor: a call's round trip, less the harness's own cost (no-op calls made
     before any candidate code ran) and the spin, is what the call itself took; a reported time
@@ -257,7 +258,7 @@ def judge_floor(ev: Evaluation, shape: Shape, result: ShapeResult, untimed: list
     result.untimed_seconds, result.harness_seconds = outside, fixed
     if after and statistics.median(after) > fixed + allowed:  # compared, never used: the candidate was loaded
         result.flags.append("wall-floor")
-        ev.verdict.warnings.append(f"[wall-floor] shape '{shape.name}': the harness's own cost per call grew from "
+        result.warnings.append(f"[wall-floor] shape '{shape.name}': the harness's own cost per call grew from "
                                    f"{fixed * 1e6:.0f} us before the solution loaded to "
                                    f"{statistics.median(after) * 1e6:.0f} us after timing")
     if outside <= allowed:
@@ -315,7 +316,7 @@ def _check_timed_output(ev: Evaluation, shape: Shape, called: Called, calls: int
                          f"correctness checks: {what}")
 
 
-def cross_check(ev: Evaluation, shape: Shape, result: ShapeResult, sampling: PairedSampling,
+def cross_check(ev: Evaluation, shape: Shape, result: ShapeTimed, sampling: PairedSampling,
                 outran: dict[str, list[float]] | None = None) -> None:
     """Flags on a measurement that is suspect without being proof of cheating."""
     flags: list[tuple[str, str]] = []
@@ -341,7 +342,7 @@ def cross_check(ev: Evaluation, shape: Shape, result: ShapeResult, sampling: Pai
                       f"around them measured {stats.wall_seconds:.4g} s"))
     for tag, message in flags:
         result.flags.append(tag)
-        ev.verdict.warnings.append(f"[{tag}] shape '{shape.name}': {message}")
+        result.warnings.append(f"[{tag}] shape '{shape.name}': {message}")
 
 
 def host_bound(outran: dict[str, list[float]]) -> str:
@@ -357,7 +358,7 @@ def host_bound(outran: dict[str, list[float]]) -> str:
     return "; ".join(sides)
 
 
-def judge_listed(ev: Evaluation, shape: Shape, result: ShapeResult) -> None:
+def judge_listed(ev: Evaluation, shape: Shape, result: ShapeTimed) -> None:
     """The listed call's kernels: the solution's share of GPU kernel time."""
     minimum = ev.problem.spec.policy.min_kernel_share
     listed = ev.trace.listed_kernels.pop(shape.name, None)
@@ -366,7 +367,7 @@ def judge_listed(ev: Evaluation, shape: Shape, result: ShapeResult) -> None:
         if minimum is not None:
             raise GateFailed(Status.internal_error, f"[kernel-share] shape '{shape.name}': this problem requires a "
                              f"minimum kernel share and the kernels were not traced ({why})")
-        ev.verdict.warnings.append(f"kernel share was not measured: {why}")
+        result.warnings.append(f"kernel share was not measured: {why}")
         return
     kernels, seconds = listed
     result.kernel_share = kernel_share(kernels, solution_kernel_names(ev.solution.files))
