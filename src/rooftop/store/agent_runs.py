@@ -8,7 +8,7 @@ import time
 
 from pydantic import BaseModel
 
-from rooftop.store.connection import Database
+from rooftop.store.connection import Group, rows_as
 
 SCHEMA = """
 -- agent_runs: one row per agent run (`rooftop sweep`, `rooftop agent`); a sweep resumes from it. A
@@ -57,10 +57,7 @@ class AnnotationRow(BaseModel):
     annotation_json: str
 
 
-class AgentRunStore:
-    def __init__(self, db: Database) -> None:
-        self._db = db.transaction()
-
+class AgentRunStore(Group):
     def save(self, ident: str, *, sweep: str | None, agent: str, model: str | None, problem: str, repeat: int,
              state: str, visible_job: str | None, graded_job: str | None, record_json: str) -> None:
         """Store a run, or save it again as it goes (its cell stays as first saved)."""
@@ -76,9 +73,9 @@ class AgentRunStore:
     def runs(self, sweep: str | None = None) -> list[AgentRunRow]:
         """Every agent run, or one sweep's, oldest first."""
         query = "SELECT id, state, record_json FROM agent_runs"
-        rows = (self._db.execute(query + " WHERE sweep = ? ORDER BY rowid", (sweep,)) if sweep is not None
-                else self._db.execute(query + " ORDER BY rowid"))
-        return [AgentRunRow(id=r[0], state=r[1], record_json=r[2]) for r in rows]
+        cursor = (self._db.execute(query + " WHERE sweep = ? ORDER BY rowid", (sweep,)) if sweep is not None
+                  else self._db.execute(query + " ORDER BY rowid"))
+        return rows_as(AgentRunRow, cursor)
 
     def save_annotation(self, run_id: str, created_at: str, verdict: str, annotation_json: str) -> int:
         """Append a note; its id."""
@@ -91,6 +88,6 @@ class AgentRunStore:
     def annotations(self, run_id: str | None = None) -> list[AnnotationRow]:
         """Every note, or one run's, oldest first."""
         query = "SELECT id, annotation_json FROM annotations"
-        rows = (self._db.execute(query + " WHERE run_id = ? ORDER BY id", (run_id,)) if run_id is not None
-                else self._db.execute(query + " ORDER BY id"))
-        return [AnnotationRow(id=int(r[0]), annotation_json=r[1]) for r in rows]
+        cursor = (self._db.execute(query + " WHERE run_id = ? ORDER BY id", (run_id,)) if run_id is not None
+                  else self._db.execute(query + " ORDER BY id"))
+        return rows_as(AnnotationRow, cursor)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from rooftop.store.connection import Database, now
+from rooftop.store.connection import Group, now, rows_as
 
 if TYPE_CHECKING:
     from rooftop.measure.baselines import BaselineRecord, Platform
@@ -63,10 +63,7 @@ class TimedBaseline(BaseModel):
     median_s: float
 
 
-class BaselineStore:
-    def __init__(self, db: Database) -> None:
-        self._db = db.transaction()
-
+class BaselineStore(Group):
     def save(self, records: list[BaselineRecord]) -> None:
         """Append records, all of them or none."""
         with self._db:
@@ -102,8 +99,7 @@ class BaselineStore:
         cursor = self._db.execute(
             "SELECT problem, problem_version, device, device_name, shape, kind, mode, median_s FROM baselines "
             "WHERE median_s IS NOT NULL AND graphs = 0 ORDER BY id")
-        columns = [c[0] for c in cursor.description]
-        return [TimedBaseline.model_validate(dict(zip(columns, row))) for row in cursor]
+        return rows_as(TimedBaseline, cursor)
 
     def save_profile(self, profile: HardwareProfile) -> None:
         with self._db:

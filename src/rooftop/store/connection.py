@@ -11,6 +11,9 @@ from __future__ import annotations
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel
 
 from rooftop.errors import UserError
 
@@ -78,6 +81,22 @@ class Database:
 
     def close(self) -> None:
         self._db.close()
+
+
+class Group:
+    """A table group's store: its queries, on the connection every group shares."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db.transaction()
+
+
+Row = TypeVar("Row", bound=BaseModel)
+
+
+def rows_as(model: type[Row], cursor: sqlite3.Cursor) -> list[Row]:
+    """A query's rows as `model`s, each column read into the field of its name."""
+    columns = [c[0] for c in cursor.description]
+    return [model.model_validate(dict(zip(columns, row))) for row in cursor]
 
 
 def now() -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from rooftop.store.connection import Database, now
+from rooftop.store.connection import Database, Group, now, rows_as
 from rooftop.verdict import Status, Verdict
 
 SCHEMA = """
@@ -97,11 +97,11 @@ class EvaluationRow(BaseModel):
 _ROW_COLUMNS = ", ".join(EvaluationRow.model_fields)
 
 
-class EvaluationStore:
+class EvaluationStore(Group):
     """The verdicts of one database; the run they belong to is started on the first one recorded."""
 
     def __init__(self, db: Database) -> None:
-        self._db = db.transaction()
+        super().__init__(db)
         self._run_id: int | None = None
 
     def start_run(self, command: str | None = None) -> int:
@@ -175,9 +175,7 @@ class EvaluationStore:
         query += (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id DESC"
         if last is not None:
             query, args = query + " LIMIT ?", [*args, last]
-        cursor = self._db.execute(query, args)
-        columns = [c[0] for c in cursor.description]
-        return [EvaluationRow.model_validate(dict(zip(columns, row))) for row in cursor]
+        return rows_as(EvaluationRow, self._db.execute(query, args))
 
     def verdict(self, evaluation_id: int) -> Verdict | None:
         row = self._db.execute("SELECT verdict_json FROM evaluations WHERE id = ?", (evaluation_id,)).fetchone()

@@ -7,7 +7,7 @@ import time
 
 from pydantic import BaseModel
 
-from rooftop.store.connection import Database, now
+from rooftop.store.connection import Group, now, rows_as
 
 SCHEMA = """
 -- sessions: one row per episode started through `rooftop serve`.
@@ -31,10 +31,7 @@ class SessionRow(BaseModel):
     episode_json: str
 
 
-class SessionStore:
-    def __init__(self, db: Database) -> None:
-        self._db = db.transaction()
-
+class SessionStore(Group):
     def save(self, ident: str, task: str, state: str, episode_json: str) -> None:
         """Store a session's document and state. A session once `closed` or `expired` stays so: a
         tool call that was running when it was closed saves its turn, not its old state."""
@@ -47,8 +44,8 @@ class SessionStore:
                              (ident, now(), time.time(), task, state, episode_json))
 
     def get(self, ident: str) -> SessionRow | None:
-        row = self._db.execute("SELECT state, episode_json FROM sessions WHERE id = ?", (ident,)).fetchone()
-        return SessionRow(state=row[0], episode_json=row[1]) if row else None
+        found = rows_as(SessionRow, self._db.execute("SELECT state, episode_json FROM sessions WHERE id = ?", (ident,)))
+        return found[0] if found else None
 
     def expire(self, idle_since: float) -> int:
         """Open sessions untouched since `idle_since` (epoch seconds) become expired; how many."""
