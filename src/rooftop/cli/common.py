@@ -59,6 +59,8 @@ TimeoutOpt = Annotated[float | None, typer.Option(
     "--timeout", min=0.1, metavar="SECONDS",
     help="wall-clock seconds per gate (per shape for correctness and timing); default: chosen per gate from "
          "the device and the time the problem's reference takes")]
+SeedOpt = Annotated[int | None, typer.Option("--seed", metavar="N", help="base seed for reproducible inputs")]
+TimingOpt = Annotated[bool, typer.Option("--timing/--no-timing", help="time correct solutions")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print only the JSON document on stdout")]
 SandboxOpt = Annotated[Sandbox, typer.Option("--sandbox", help="how the candidate is isolated "
                                              "(auto: bwrap when installed)")]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
 
 import_app = cli_app("Import another benchmark's problems as decks.", no_args_is_help=True)
 
+IntoOpt = Annotated[Path | None, typer.Option(
+    "--into", metavar="DIR", help="deck root to write into (default: $ROOFTOP_DECKS, else "
+                                  "~/.local/share/rooftop/decks)")]
 SourceArg = Annotated[Path, typer.Argument(
     metavar="PATH", help="KernelBench checkout (its KernelBench/level*/ folders), one level folder, "
                          "or a .parquet file of its dataset")]
@@ -52,23 +56,21 @@ def register(app: typer.Typer) -> None:
 @import_app.command("kernelbench")
 def import_command(
     path: SourceArg,
-    into: Annotated[Path | None, typer.Option(
-        "--into", metavar="DIR", help="deck root to write into (default: $ROOFTOP_DECKS, else "
-                                      "~/.local/share/rooftop/decks)")] = None,
+    into: IntoOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Write each KernelBench file as problem kernelbench/level{L}/{file} of the user's decks."""
     from rooftop.problem.formats import FORMATS
-    from rooftop.problem.registry import deck_roots, user_decks_root
+    from rooftop.problem.registry import user_decks_root
 
-    root = into or user_decks_root()
+    root, deck_format = into or user_decks_root(), FORMATS["kernelbench"]
     with progress_bar(not json_output) as bar:
         task = bar.add_task("import", total=None)
 
         def step(name: str, index: int, total: int) -> None:
             bar.update(task, description=f"counting {name}", completed=index, total=total)
 
-        report = FORMATS["kernelbench"].import_deck(path, root, progress=step)
+        report = deck_format.import_deck(path, root, progress=step)
     if json_output:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
         return
@@ -76,10 +78,21 @@ def import_command(
     for item in report.imported:
         if item.note("figures"):
             out.print(f"[yellow]{item.name}[/yellow]: no figures ({item.note('figures')})", highlight=False)
+    print_import_end(report, root, str(deck_format.deck))
+
+
+def print_import_end(report: ImportReport, root: Path, deck: str) -> None:
+    """The end of an import's report (`rooftop import ...`): what was skipped and why, what is
+    true of every problem, and where the problems are and how to address them by name."""
+    from rooftop.problem.registry import deck_roots
+
     for skipped in report.skipped:
-        out.print(f"[red]skipped {skipped.origin}[/red]: {skipped.reason}", highlight=False)
+        out.print(f"[red]skipped {escape(skipped.origin)}[/red]: {escape(skipped.reason)}", highlight=False)
+    for common in report.notes:
+        out.print(f"[dim]every problem: {escape(common)}[/dim]", highlight=False)
     addressed = any(root.resolve() == r.resolve() for r in deck_roots())
-    out.print(f"[dim]{len(report.imported)} problems under {root / 'kernelbench'}"
+    count = len(report.imported)
+    out.print(f"[dim]{count} problem{'' if count == 1 else 's'} under {escape(str(root / deck))}"
               + ("; `rooftop problems` lists them" if addressed else
                  f"; set ROOFTOP_DECKS={root} to address them by name") + "[/dim]", highlight=False)
 

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rooftop.cli.common import JsonOpt, out
+from rooftop.cli.kernelbench import IntoOpt, print_import_end
 from rooftop.errors import UserError
 
 if TYPE_CHECKING:
@@ -24,14 +25,12 @@ if TYPE_CHECKING:
 def import_hard_command(
     path: Annotated[Path, typer.Argument(
         metavar="PATH", help="KernelBench-Hard checkout, its problems/ folder, or one problem folder")],
-    into: Annotated[Path | None, typer.Option(
-        "--into", metavar="DIR", help="deck root to write into (default: $ROOFTOP_DECKS, else "
-                                      "~/.local/share/rooftop/decks)")] = None,
+    into: IntoOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Write each KernelBench-Hard problem folder as problem kernelbench-hard/<name> of the user's decks."""
     from rooftop.problem.formats import FORMATS
-    from rooftop.problem.registry import deck_roots, user_decks_root
+    from rooftop.problem.registry import user_decks_root
 
     root, deck_format = into or user_decks_root(), FORMATS["kernelbench_hard"]
     report = deck_format.import_deck(path, root)
@@ -42,15 +41,7 @@ def import_hard_command(
     for item in report.imported:
         for note in item.notes:
             out.print(f"[yellow]{item.name}[/yellow] {escape(note.field)}: {escape(note.note)}", highlight=False)
-    for skipped in report.skipped:
-        out.print(f"[red]skipped {escape(skipped.origin)}[/red]: {escape(skipped.reason)}", highlight=False)
-    for common in report.notes:
-        out.print(f"[dim]every problem: {escape(common)}[/dim]", highlight=False)
-    addressed = any(root.resolve() == r.resolve() for r in deck_roots())
-    count = len(report.imported)
-    out.print(f"[dim]{count} problem{'' if count == 1 else 's'} under {escape(str(root / str(deck_format.deck)))}"
-              + ("; `rooftop problems` lists them" if addressed else
-                 f"; set ROOFTOP_DECKS={root} to address them by name") + "[/dim]", highlight=False)
+    print_import_end(report, root, str(deck_format.deck))
 
 
 def _table(report: ImportReport) -> Table:
