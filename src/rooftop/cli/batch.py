@@ -20,8 +20,10 @@ from rooftop.cli.common import (
     JsonOpt,
     Sandbox,
     SandboxOpt,
+    SeedOpt,
     ShapesOpt,
     TimeoutOpt,
+    TimingOpt,
     err,
     out,
     settings_from_options,
@@ -29,11 +31,12 @@ from rooftop.cli.common import (
 from rooftop.errors import UserError
 
 if TYPE_CHECKING:
+    from rooftop.service.evaluator import Result
     from rooftop.service.inputs import Submission
     from rooftop.service.jobs import Job, JobState
-    from rooftop.service.orchestrator import Slot, Tally
-    from rooftop.service.queue import JobQueue
-    from rooftop.vocabulary import DeviceType, Settings
+    from rooftop.service.many import Queued
+    from rooftop.service.orchestrator import Slot
+    from rooftop.vocabulary import Settings
 
 MAX_ROWS = 60  # a longer batch is summarised per problem and status
 
@@ -50,8 +53,8 @@ def batch_command(
     device: DeviceOpt = Device.auto,
     shapes: ShapesOpt = "auto",
     timeout: TimeoutOpt = None,
-    seed: Annotated[int | None, typer.Option("--seed", metavar="N", help="base seed for reproducible inputs")] = None,
-    timing: Annotated[bool, typer.Option("--timing/--no-timing", help="time correct solutions")] = True,
+    seed: SeedOpt = None,
+    timing: TimingOpt = True,
     sandbox: SandboxOpt = Sandbox.auto,
     graphs: GraphsOpt = False,
     workers: Annotated[int | None, typer.Option("--workers", min=1, metavar="N", help="device workers (default: one "
@@ -74,43 +77,46 @@ def batch_command(
     if backend not in BACKENDS:
         raise UserError(f"--backend: expected one of {', '.join(BACKENDS.names())} (got '{backend}')")
     from rooftop.integrity.sandbox import require_isolation
-    from rooftop.pipeline.evaluate import resolve_device
     from rooftop.service.inputs import read_input
 
     submissions = read_input(input, problem)
     settings = settings_from_options(device, shapes, timeout, seed, timing, sandbox, graphs)
     require_isolation(settings.sandbox, "rooftop batch")
-    failed = _work_off(db, submissions, settings, resolve_device(settings.device), json_output,
+    failed = _work_off(db, submissions, settings, json_output,
                        {"workers": workers, "builders": builders, "backend": backend, "address": address})
     if failed:
         raise typer.Exit(1)
 
 
-def _work_off(db: Path, submissions: list[Submission], settings: Settings, dev: DeviceType, json_output: bool,
+def _work_off(db: Path, submissions: list[Submission], settings: Settings, json_output: bool,
               backend: dict[str, Any]) -> int:
-    """Queue the submissions, work them off with a line per verdict and a bar (`backend`: run_jobs'
-    options), print the summary or the JSON; how many jobs failed."""
-    from rooftop.cli.batch_lines import ReportingQueue
+    """The submissions judged through `run_many` (`backend`: its backend and that backend's
+    options), with a line per verdict and a bar; then the summary or the JSON. How many jobs failed."""
+    from rooftop.cli.batch_lines import JobLines
     from rooftop.cli.progress import verdict_lines
-    from rooftop.service.batch import run_jobs, submit
-    from rooftop.service.jobs import JobState
+    from rooftop.service.many import run_many
     from rooftop.store.db import Store
 
     store = Store(db)
     try:
-        queue = ReportingQueue(store)
-        ids, new = submit(queue, submissions, settings)
-        counts = queue.counts(ids)  # jobs judged before get no line
-        left = len(set(ids)) - counts[JobState.done] - counts[JobState.failed]
-        queue.watch(ids, verdict_lines(not json_output, total=left))  # before the bar takes stdout over
+        lines = JobLines(verdict_lines(not json_output, total=0))  # before the bar takes stdout over
         started = time.monotonic()
-        with _BatchProgress(not json_output, len(ids)) as shown:
-            tally = run_jobs(queue, ids, dev, progress=shown.update, **backend)
-        jobs = queue.jobs(ids)
+        shown = _BatchProgress(not json_output)
+        queued: list[Queued] = []  # the batch as run_many queued it
+
+        def seen(batch: Queued) -> None:
+            queued.append(batch)
+            lines.expect(batch)
+            shown.expect(batch)
+
+        with shown:
+            results = run_many(submissions, settings, store=store, on_queued=seen, on_result=lines.finished,
+                               progress=shown.update, **backend)
+        jobs = list({result.job.id: result.job for result in results}.values())  # a job once, in order
         if json_output:
             sys.stdout.write(json.dumps([_job_document(j) for j in jobs], indent=2) + "\n")
         else:
-            _print_summary(queue, jobs, tally, new, time.monotonic() - started, dev, db)
+            _print_summary(results, jobs, queued[0], time.monotonic() - started, db)
         return sum(1 for j in jobs if j.state.value == "failed")
     finally:
         store.close()
@@ -119,11 +125,14 @@ def _work_off(db: Path, submissions: list[Submission], settings: Settings, dev: 
 class _BatchProgress:
     """A bar of finished jobs, with how many wait, build, run and are done, and an ETA."""
 
-    def __init__(self, enabled: bool, total: int) -> None:
+    def __init__(self, enabled: bool) -> None:
         self.bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                             TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(), TextColumn("eta"),
                             TimeRemainingColumn(), console=err, transient=True, disable=not enabled)
-        self.task = self.bar.add_task("starting workers", total=total)
+        self.task = self.bar.add_task("queueing", total=None)
+
+    def expect(self, queued: Queued) -> None:
+        self.bar.update(self.task, total=len(set(queued.ids)), description="starting workers")
 
     def __enter__(self) -> _BatchProgress:
         self.bar.__enter__()
@@ -150,12 +159,10 @@ def _job_document(job: Job) -> dict[str, object]:
             "run_wait_s": job.run_wait_s, "error": job.error}
 
 
-def _print_summary(queue: JobQueue, jobs: list[Job], tally: Tally, new: int, wall: float, device: str,
-                   db: Path) -> None:
+def _print_summary(results: list[Result], jobs: list[Job], queued: Queued, wall: float, db: Path) -> None:
     from rooftop.cli.render import summary_table
 
-    verdicts = {j.id: v for j in jobs if j.evaluation_id is not None
-                and (v := queue.store.evaluations.verdict(j.evaluation_id)) is not None}
+    verdicts = {r.job.id: r.verdict for r in results if r.verdict is not None}
     if len(jobs) <= MAX_ROWS:
         rows = [(j.problem, Path(j.solution).name if "/" in j.solution else j.solution, verdicts[j.id], None)
                 for j in jobs if j.id in verdicts]
@@ -167,8 +174,8 @@ def _print_summary(queue: JobQueue, jobs: list[Job], tally: Tally, new: int, wal
         if job.state.value == "failed":
             out.print(f"[red]{job.problem} {job.solution}[/red]: no verdict: {job.error}", soft_wrap=True)
     done = sum(1 for j in jobs if j.state.value == "done")
-    old = len(jobs) - new
-    line = f"{len(jobs)} jobs on {device}: {done} done, {len(jobs) - done} failed" + \
+    old, tally = len(jobs) - queued.new, queued.tally
+    line = f"{len(jobs)} jobs on {queued.device}: {done} done, {len(jobs) - done} failed" + \
         (f" ({old} were already queued or judged)" if old else "") + f", in {wall:.1f} s"
     if tally.built:
         waits = sorted(tally.build_wait)

@@ -1,50 +1,46 @@
 """`rooftop batch`'s line per finished job on a pipe (cli/progress.py's VerdictLines, as `demo`,
-`selfcheck` and `batch-kb` write them): the orchestrator records every job's end through its
-queue's `finish` or `fail`, so the batch's queue writes the line there, as the job ends."""
+`selfcheck` and `batch-kb` write them): `run_many` tells the command each job's result as soon as
+it is recorded, and the line is written then. Jobs found judged before the batch get none."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rooftop.cli.progress import NOTE_LIMIT, VerdictLines, outcome_note
 from rooftop.errors import on_one_line
-from rooftop.service.jobs import Job, JobState
-from rooftop.service.queue import JobQueue
-from rooftop.store.db import Store
-from rooftop.verdict import Verdict
+
+if TYPE_CHECKING:
+    from rooftop.service.evaluator import Result
+    from rooftop.service.jobs import Job
+    from rooftop.service.many import Queued
 
 
-class ReportingQueue(JobQueue):
-    """A job queue that writes a line for each watched job as it ends, done or failed."""
+class JobLines:
+    """A line for each job of the batch this run judges, once, as its result comes in."""
 
-    def __init__(self, store: Store) -> None:
-        super().__init__(store)
-        self._lines, self._watched = VerdictLines(None, 0), set[str]()
+    def __init__(self, lines: VerdictLines) -> None:
+        self.lines = lines
+        self._told: set[str] = set()  # jobs with a line, or found judged (no line)
 
-    def watch(self, ids: Iterable[str], lines: VerdictLines) -> None:
-        self._lines, self._watched = lines, set(ids)
+    def expect(self, queued: Queued) -> None:
+        """The batch is queued: count the jobs left to judge, and pass over those found judged."""
+        self._told = set(queued.over)
+        self.lines.total = len(set(queued.ids)) - len(queued.over)
 
-    def finish(self, ident: str, verdict: Verdict, held: JobState = JobState.running) -> int | None:
-        evaluation_id = super().finish(ident, verdict, held)
-        if evaluation_id is not None and (name := self._ended(ident)) is not None:
+    def finished(self, index: int, result: Result) -> None:
+        """`run_many`'s `on_result`: a submission's result (the same job twice gets one line)."""
+        job = result.job
+        if job.id in self._told:
+            return
+        self._told.add(job.id)
+        if result.verdict is not None:
+            verdict = result.verdict
             reason = verdict.messages[0] if verdict.messages else ""
-            self._lines.finished(name, verdict.status.value, outcome_note(verdict.summary.geomean_speedup, reason),
-                                 verdict.wall_seconds)
-        return evaluation_id
-
-    def fail(self, ident: str, error: str) -> None:
-        super().fail(ident, error)
-        if (name := self._ended(ident)) is not None:
-            self._lines.finished(name, "failed", f"no verdict: {on_one_line(error, NOTE_LIMIT)}")
-
-    def _ended(self, ident: str) -> str | None:
-        """The name for a watched job's line, once (None: not watched, or no line is shown)."""
-        if ident not in self._watched:
-            return None
-        self._watched.discard(ident)
-        job = self.get(ident) if self._lines.shown else None
-        return job_name(job) if job is not None else None
+            self.lines.finished(job_name(job), verdict.status.value,
+                                outcome_note(verdict.summary.geomean_speedup, reason), verdict.wall_seconds)
+        else:
+            self.lines.finished(job_name(job), "failed", f"no verdict: {on_one_line(result.error or '', NOTE_LIMIT)}")
 
 
 def job_name(job: Job) -> str:

@@ -92,7 +92,8 @@ class VerdictLines:
     redirects that to itself."""
 
     def __init__(self, stream: TextIO | None, total: int) -> None:
-        self._stream, self._total, self._done = stream, total, 0
+        self._stream, self._done = stream, 0
+        self.total = total  # what the lines count up to (a caller may set it once it knows)
 
     @property
     def shown(self) -> bool:
@@ -103,7 +104,7 @@ class VerdictLines:
         self._done += 1
         if self._stream is None:
             return
-        self._stream.write(f"[{self._done}/{self._total}] {name}: {status}" + (f" ({note})" if note else "")
+        self._stream.write(f"[{self._done}/{self.total}] {name}: {status}" + (f" ({note})" if note else "")
                            + (f" in {seconds:.1f} s" if seconds is not None else "") + "\n")
         self._stream.flush()
 

@@ -1,4 +1,7 @@
-"""A batch: submissions queued as jobs, then worked off by a backend until each is done or failed.
+"""The parts of a batch: submissions queued as jobs, and the backends whose orchestrators work
+them off until each is done or failed. `service/many.run_many` is the one way to run a batch and
+wait for it (`rooftop batch`, demo, selfcheck, batch-kb); the `Evaluator` behind the env and the
+server makes its orchestrator here too.
 
 Submitting is idempotent (service/jobs.py), so running the same batch again, after a crash or to
 add candidates, judges only what has no verdict yet.
@@ -13,7 +16,7 @@ from rooftop.errors import UserError
 from rooftop.plugins import Registry, UnknownName
 from rooftop.service.inputs import Submission
 from rooftop.service.local import default_builders, local_orchestrator
-from rooftop.service.orchestrator import Orchestrator, ProgressFn, Tally
+from rooftop.service.orchestrator import Orchestrator
 from rooftop.service.queue import JobQueue
 from rooftop.vocabulary import DeviceType, Settings
 
@@ -66,7 +69,7 @@ BACKENDS: Registry[Backend] = Registry("backend")
 def _local(queue: JobQueue, device: DeviceType, *, devices: int, builders: int, address: str | None,
            recycle_after: int) -> Orchestrator:
     """Processes on this machine."""
-    _no_cluster(address)
+    no_cluster(address)
     return local_orchestrator(queue, device, devices=devices, builders=builders, recycle_after=recycle_after,
                               gpus=gpu_count(device))
 
@@ -87,11 +90,12 @@ def _inline(queue: JobQueue, device: DeviceType, *, devices: int, builders: int,
     """This process: one evaluation after another, nothing built ahead (service/inline.py)."""
     from rooftop.service.inline import inline_orchestrator
 
-    _no_cluster(address)
+    no_cluster(address)
     return inline_orchestrator(queue, device)
 
 
-def _no_cluster(address: str | None) -> None:
+def no_cluster(address: str | None) -> None:
+    """A usage error for a cluster address given to a backend that joins none."""
     if address is not None:
         raise UserError("--address: only the ray backend connects to a cluster (add --backend ray)")
 
@@ -109,9 +113,3 @@ def orchestrator_for(queue: JobQueue, device: DeviceType, *, workers: int | None
     return make(queue, device, devices=devices, builders=builders or default_builders(device, devices),
                 address=address, recycle_after=recycle_after)
 
-
-def run_jobs(queue: JobQueue, ids: list[str], device: DeviceType, *, workers: int | None = None,
-             builders: int | None = None, backend: str = "local", address: str | None = None,
-             progress: ProgressFn | None = None, recycle_after: int = 200) -> Tally:
-    return orchestrator_for(queue, device, workers=workers, builders=builders, backend=backend, address=address,
-                            recycle_after=recycle_after).run(ids, progress)

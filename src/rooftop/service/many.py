@@ -1,9 +1,11 @@
 """`run_many`: many evaluations through the job queue and one backend, a result per submission.
 
-The one entry point of every command that judges a list of candidates and waits for all of them:
-the in-process commands (demo, selfcheck, batch-kb) with the inline backend, `rooftop batch` with
-worker processes or Ray. The jobs are in the store like any batch's, so their verdicts are
-recorded as the orchestrator's always are; a caller without a store gets a temporary one.
+The one way to run many evaluations and wait for all of them: the in-process commands (demo,
+selfcheck, batch-kb) with the inline backend, `rooftop batch` with worker processes, Ray or the
+inline backend. The jobs are in the store like any batch's, so their verdicts are recorded as the
+orchestrator's always are; a caller without a store gets a temporary one. (service/batch.py
+queues the jobs and makes a backend's orchestrator; the `Evaluator` behind the env and the server
+uses those parts for jobs that come one at a time.)
 """
 
 from __future__ import annotations
@@ -11,13 +13,14 @@ from __future__ import annotations
 import contextlib
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from rooftop.service.batch import run_jobs, submit
+from rooftop.service.batch import no_cluster, orchestrator_for, submit
 from rooftop.service.evaluator import Result, result_of
 from rooftop.service.inputs import Submission
-from rooftop.service.jobs import JobState, problem_hash
-from rooftop.service.orchestrator import Orchestrator, ProgressFn, Slot
+from rooftop.service.jobs import FINAL, JobState, problem_hash
+from rooftop.service.orchestrator import Orchestrator, ProgressFn, Slot, Tally
 from rooftop.service.queue import JobQueue
 from rooftop.store.db import Store
 from rooftop.vocabulary import DeviceType, EventSink, Settings
@@ -26,27 +29,51 @@ StartFn = Callable[[int], EventSink]  # submission index -> the sink for its eva
 ResultFn = Callable[[int, Result], None]  # told each submission's result as soon as it is recorded
 
 
+@dataclass
+class Queued:
+    """The batch as `run_many` queued it, for a caller that reports on it as a whole (`on_queued`)."""
+
+    device: DeviceType
+    ids: list[str]  # a job per submission, in order (the same work twice is the same job)
+    new: int  # how many of them were not in the store before
+    over: frozenset[str]  # those already done or failed when queued: found, not judged again
+    tally: Tally = field(default_factory=Tally)  # what the backend did; complete once run_many returns
+
+
+QueuedFn = Callable[[Queued], None]
+
+
 def run_many(submissions: Sequence[Submission], settings: Settings, *, backend: str = "inline",
              store: Store | None = None, again: bool = False, on_start: StartFn | None = None,
              on_result: ResultFn | None = None, progress: ProgressFn | None = None, ahead: bool = True,
-             workers: int | None = None, builders: int | None = None, address: str | None = None) -> list[Result]:
+             workers: int | None = None, builders: int | None = None, address: str | None = None,
+             on_queued: QueuedFn | None = None) -> list[Result]:
     """One result per submission, in order. Jobs already judged with the same work are found, not
-    judged again, unless `again`. `on_start` (the inline backend only: its evaluations run in this
-    process) names the sink of each evaluation's events as it begins; `on_result` hears of each
-    result once recorded; `ahead` False: the inline backend starts no child ahead on a GPU (the
-    caller does). Settings this machine cannot honour are refused at once (UserError)."""
+    judged again, unless `again`. `on_queued` is told the batch once it is queued, before any job
+    is worked off; `on_start` (the inline backend only: its evaluations run in this process) names
+    the sink of each evaluation's events as it begins; `on_result` hears of each result once
+    recorded (those found judged first); `progress` sees the jobs' counts and the workers as they
+    change; `ahead` False: the inline backend starts no child ahead on a GPU (the caller does).
+    `workers`, `builders` and `address`: the backend's (service/batch.py, `orchestrator_for`).
+    Settings this machine cannot honour are refused at once (UserError)."""
     from rooftop.pipeline.evaluate import check_settings
 
     device = check_settings(settings)
+    if backend == "inline":
+        no_cluster(address)
     with _opened(store) as opened:
         queue = JobQueue(opened)
-        ids, _ = submit(queue, submissions, settings, again=again, prebuild=backend != "inline")
+        ids, new = submit(queue, submissions, settings, again=again, prebuild=backend != "inline")
+        queued = Queued(device, ids, new, frozenset(job.id for job in queue.jobs(ids) if job.state in FINAL))
+        if on_queued is not None:
+            on_queued(queued)
         feed = ResultFeed(queue, ids, on_result)
         if backend == "inline":
-            _inline(queue, device, submissions, ids, on_start, feed, ahead).run(ids, feed.watching(progress))
+            orchestrator = _inline(queue, device, submissions, ids, on_start, feed, ahead)
         else:
-            run_jobs(queue, ids, device, workers=workers, builders=builders, backend=backend, address=address,
-                     progress=feed.watching(progress))
+            orchestrator = orchestrator_for(queue, device, workers=workers, builders=builders, backend=backend,
+                                            address=address)
+        queued.tally = orchestrator.run(ids, feed.watching(progress))
         feed.report()
         return feed.results()
 
