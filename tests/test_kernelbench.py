@@ -263,9 +263,10 @@ def test_figures_of_a_matmul_are_its_flops_and_its_three_matrices(tmp_path):
 def test_a_time_below_an_estimated_floor_is_a_warning_not_a_rejection(tmp_path):
     """Counted flops are a direct algorithm's (cuDNN's FFT convolutions do fewer): a time under the
     floor of estimated figures is flagged, while under a problem's own formulas it is rejected."""
+    from rooftop.pipeline.trusted.outcomes import assemble
     from rooftop.pipeline.trusted.scoring import score
     from rooftop.problem.loader import load_problem
-    from rooftop.verdict import Environment
+    from rooftop.verdict import Environment, Gate
 
     problem = load_problem(reference(tmp_path, MATMUL, "1_matmul.py"))
     assert problem.spec.figures == "estimated"
@@ -281,7 +282,8 @@ def test_a_time_below_an_estimated_floor_is_a_warning_not_a_rejection(tmp_path):
                                            reference=stats)])
 
     estimated = verdict()
-    _, impossible = score(estimated, problem, timed=True)
+    scored, impossible = score(estimated, problem, timed=True)
+    assemble(estimated, Gate.score, [scored], 0.0)
     assert impossible == [] and estimated.shapes[0].flags == ["roofline"]
     assert any("not taken as proof" in w for w in estimated.warnings)
     exact = problem.model_copy(update={"spec": problem.spec.model_copy(update={"figures": "exact"})})

@@ -96,14 +96,41 @@ class SeedCheck(BaseModel):
     message: str = ""
 
 
-class ShapeResult(BaseModel):
+class ShapeKey(BaseModel):
     shape: str
     split: str
     params: dict[str, int | float | bool | str]
+
+
+class ShapeChecks(BaseModel):
+    """What the correctness gate finds on a shape (pipeline/trusted/correctness.py)."""
+
     correct: bool | None = None
     checks: list[SeedCheck] = []
+
+
+class ShapeTiming(BaseModel):
+    """What the timing gate measures on a shape (pipeline/trusted/timing.py)."""
+
     candidate: TimingStats | None = None
     reference: TimingStats | None = None  # eager reference, timed the same way in the same process
+    timed_calls: int = 0  # warm-up and timed calls
+    timed_checks: int = 0  # of them, those whose probed outputs were checked against the reference's
+    kernel_share: float | None = None  # share of the listed call's GPU kernel time in the solution's own kernels
+    profiled_kernel_seconds: float | None = None  # GPU busy time of the listed call's kernels, all streams
+    profiled_event_seconds: float | None = None  # the same call's reported time
+    untimed_seconds: float | None = None  # per call: round trip less reported time, spin and harness cost
+    harness_seconds: float | None = None  # the harness's own cost per call (no-op calls before the solution)
+    # per side ("candidate", "reference"): the median host seconds to queue a timed call's work (its
+    # launches; GPU only). Past the spin before the start event, that is what the events time (`host-bound`)
+    queue_seconds: dict[str, float] = {}
+    flags: list[str] = []  # cross-checks that failed on this shape: clocks, wall, roofline (under an
+    # estimated floor), contention (details in warnings)
+
+
+class ShapeFigures(BaseModel):
+    """What the score gate derives for a shape from its samples (pipeline/trusted/scoring.py)."""
+
     flops: float | None = None
     bytes: float | None = None
     tflops: float | None = None
@@ -117,20 +144,14 @@ class ShapeResult(BaseModel):
     # self-checks (measure/spread.py)
     speedup_spread: float | None = None
     spread_source: str = ""
-    baselines: dict[str, float] = {}  # stored baseline medians in seconds: compile, sota (and eager)
     speedups: dict[str, float] = {}  # over each reference: eager (paired, as `speedup`), compile, sota
-    timed_calls: int = 0  # warm-up and timed calls
-    timed_checks: int = 0  # of them, those whose probed outputs were checked against the reference's
-    kernel_share: float | None = None  # share of the listed call's GPU kernel time in the solution's own kernels
-    profiled_kernel_seconds: float | None = None  # GPU busy time of the listed call's kernels, all streams
-    profiled_event_seconds: float | None = None  # the same call's reported time
-    untimed_seconds: float | None = None  # per call: round trip less reported time, spin and harness cost
-    harness_seconds: float | None = None  # the harness's own cost per call (no-op calls before the solution)
-    # per side ("candidate", "reference"): the median host seconds to queue a timed call's work (its
-    # launches; GPU only). Past the spin before the start event, that is what the events time (`host-bound`)
-    queue_seconds: dict[str, float] = {}
-    flags: list[str] = []  # cross-checks that failed on this shape: clocks, wall, roofline (under an
-    # estimated floor), contention (details in warnings)
+
+
+class ShapeResult(ShapeFigures, ShapeTiming, ShapeChecks, ShapeKey):
+    """One shape's part of the verdict: which shape, then what each gate found on it (the groups
+    above, in the order the gates run), then the stored baselines applied after the gates."""
+
+    baselines: dict[str, float] = {}  # stored baseline medians in seconds: compile, sota (and eager)
 
     @property
     def untrusted(self) -> str | None:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from rooftop.measure.measurement import TimingStats
-from rooftop.verdict import Gate, GateRecord, SeedCheck, Summary, Verdict
+from rooftop.verdict import Gate, GateRecord, ShapeChecks, ShapeFigures, ShapeTiming, Summary, Verdict
 
 
 class GateOutcome(BaseModel):
@@ -26,55 +25,24 @@ class GateOutcome(BaseModel):
     warnings: list[str] = []
 
 
-class ShapeChecked(GateOutcome):
+class ShapeChecked(GateOutcome, ShapeChecks):
     """The correctness gate on one shape: each seed's comparison, and whether all of them held."""
 
-    correct: bool | None = None
-    checks: list[SeedCheck] = []
 
-
-class ShapeTimed(GateOutcome):
+class ShapeTimed(GateOutcome, ShapeTiming):
     """The timing gate on one shape: both sides' samples and the cross-checks' findings."""
-
-    candidate: TimingStats | None = None
-    reference: TimingStats | None = None
-    timed_calls: int = 0
-    timed_checks: int = 0
-    kernel_share: float | None = None
-    profiled_kernel_seconds: float | None = None
-    profiled_event_seconds: float | None = None
-    untimed_seconds: float | None = None
-    harness_seconds: float | None = None
-    queue_seconds: dict[str, float] = {}
-    flags: list[str] = []
-
-
-class ShapeFigures(BaseModel):
-    """The score gate's figures for one shape, from its samples and the problem's flops and bytes."""
-
-    flops: float | None = None
-    bytes: float | None = None
-    tflops: float | None = None
-    gbps: float | None = None
-    roofline_fraction: float | None = None
-    speedup: float | None = None
-    speedup_low: float | None = None
-    speedup_high: float | None = None
-    speedup_spread: float | None = None
-    spread_source: str = ""
-    speedups: dict[str, float] = {}
-    flags: list[str] = []
 
 
 class Scored(GateOutcome):
-    """The score gate: each shape's figures, and the summary over them."""
+    """The score gate: each shape's figures and flags (`roofline`, under an estimated floor), and
+    the summary over them."""
 
     figures: dict[str, ShapeFigures] = {}
+    flags: dict[str, list[str]] = {}
     summary: Summary | None = None
 
 
-_SHAPE_FIELDS = {ShapeChecked: ("correct", "checks"),
-                 ShapeTimed: tuple(f for f in ShapeTimed.model_fields if f not in GateOutcome.model_fields)}
+_SHAPE_GROUPS: dict[type[GateOutcome], type[BaseModel]] = {ShapeChecked: ShapeChecks, ShapeTimed: ShapeTiming}
 
 
 def assemble(verdict: Verdict, gate: Gate, outcomes: list[GateOutcome], seconds: float,
@@ -88,12 +56,12 @@ def assemble(verdict: Verdict, gate: Gate, outcomes: list[GateOutcome], seconds:
         verdict.warnings.extend(outcome.warnings)
         if isinstance(outcome, Scored):
             _apply_figures(verdict, outcome)
-        fields = _SHAPE_FIELDS.get(type(outcome), ())
-        if fields and outcome.shape in results:
+        group = _SHAPE_GROUPS.get(type(outcome))
+        if group is not None and outcome.shape in results:
             result = results[outcome.shape]
-            for name in fields:
+            for name in group.model_fields:
                 value = getattr(outcome, name)
-                setattr(result, name, list(result.flags) + value if name == "flags" else value)
+                setattr(result, name, result.flags + value if name == "flags" else value)
     if any(r.gate == gate for r in verdict.gates):
         return None
     measured = [o.seconds for o in outcomes if o.seconds is not None]
@@ -108,14 +76,10 @@ def assemble(verdict: Verdict, gate: Gate, outcomes: list[GateOutcome], seconds:
 def _apply_figures(verdict: Verdict, scored: Scored) -> None:
     for result in verdict.shapes:
         figures = scored.figures.get(result.shape)
-        if figures is None:
-            continue
-        for name in ShapeFigures.model_fields:
-            if name == "flags":
-                result.flags.extend(f for f in figures.flags if f not in result.flags)
-            elif name == "speedups":
-                result.speedups.update(figures.speedups)
-            else:
-                setattr(result, name, getattr(figures, name))
+        if figures is not None:
+            for name in ShapeFigures.model_fields:
+                value = getattr(figures, name)
+                setattr(result, name, {**result.speedups, **value} if name == "speedups" else value)
+        result.flags.extend(f for f in scored.flags.get(result.shape, []) if f not in result.flags)
     if scored.summary is not None:
         verdict.summary = scored.summary

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 from rooftop.measure.measurement import TimingStats, ratio_interval
 from rooftop.measure.spread import default_spread, spread_of, widen
-from rooftop.pipeline.trusted.outcomes import Scored, ShapeFigures
+from rooftop.pipeline.trusted.outcomes import Scored
 from rooftop.problem.spec import Problem
 from rooftop.score.aggregate import geomean
 from rooftop.score.hardware import lookup
 from rooftop.score.roofline import implausible, roofline_fraction
-from rooftop.verdict import Gate, ShapeResult, Summary, Verdict
+from rooftop.verdict import Gate, ShapeFigures, ShapeResult, Summary, Verdict
 
 if TYPE_CHECKING:
     from rooftop.store.db import Store
@@ -49,7 +49,7 @@ def score(verdict: Verdict, problem: Problem, timed: bool) -> tuple[Scored, list
         if why and spec.figures == "estimated":
             # counted flops are a direct algorithm's (an FFT or Winograd convolution does fewer) and
             # an input read in part counts whole: an estimate is no floor to reject a time against
-            figures.flags.append("roofline")
+            scored.flags[result.shape] = ["roofline"]
             scored.warnings.append(f"[roofline] shape '{result.shape}': {why}, against the flops and bytes rooftop "
                                    "estimated for this problem; an estimate is not a floor, so this is not "
                                    "taken as proof that work ran outside the timed call")
@@ -59,16 +59,18 @@ def score(verdict: Verdict, problem: Problem, timed: bool) -> tuple[Scored, list
         if why:  # the trusted reference cannot cheat: the datasheet entry or the problem's formulas are wrong
             scored.warnings.append(f"[roofline] shape '{result.shape}': the eager reference's {why}; check the "
                                    "problem's flops/bytes formulas and the datasheet entry")
-    merged = [_with_figures(result, scored.figures.get(result.shape)) for result in verdict.shapes]
+    merged = [_with_figures(result, scored.figures.get(result.shape), scored.flags.get(result.shape, []))
+              for result in verdict.shapes]
     scored.summary = summary_of(merged)
     return scored, impossible
 
 
-def _with_figures(result: ShapeResult, figures: ShapeFigures | None) -> ShapeResult:
+def _with_figures(result: ShapeResult, figures: ShapeFigures | None, flags: list[str]) -> ShapeResult:
+    """The shape as it will read once the figures are in (what the summary is taken over)."""
     if figures is None:
         return result
-    update = figures.model_dump(exclude={"flags", "speedups"})
-    return result.model_copy(update={**update, "flags": result.flags + figures.flags,
+    update = {name: getattr(figures, name) for name in ShapeFigures.model_fields}
+    return result.model_copy(update={**update, "flags": result.flags + flags,
                                      "speedups": {**result.speedups, **figures.speedups}})
 
 
