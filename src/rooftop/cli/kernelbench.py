@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -26,6 +25,7 @@ from rooftop.cli.common import (
     progress_bar,
     settings_from_options,
 )
+from rooftop.cli.import_report import IntoOpt, print_import_end
 from rooftop.errors import UserError
 from rooftop.vocabulary import DeviceChoice
 
@@ -36,9 +36,6 @@ if TYPE_CHECKING:
 
 import_app = cli_app("Import another benchmark's problems as decks.", no_args_is_help=True)
 
-IntoOpt = Annotated[Path | None, typer.Option(
-    "--into", metavar="DIR", help="deck root to write into (default: $ROOFTOP_DECKS, else "
-                                  "~/.local/share/rooftop/decks)")]
 SourceArg = Annotated[Path, typer.Argument(
     metavar="PATH", help="KernelBench checkout (its KernelBench/level*/ folders), one level folder, "
                          "or a .parquet file of its dataset")]
@@ -79,22 +76,6 @@ def import_command(
         if item.note("figures"):
             out.print(f"[yellow]{item.name}[/yellow]: no figures ({item.note('figures')})", highlight=False)
     print_import_end(report, root, str(deck_format.deck))
-
-
-def print_import_end(report: ImportReport, root: Path, deck: str) -> None:
-    """The end of an import's report (`rooftop import ...`): what was skipped and why, what is
-    true of every problem, and where the problems are and how to address them by name."""
-    from rooftop.problem.registry import deck_roots
-
-    for skipped in report.skipped:
-        out.print(f"[red]skipped {escape(skipped.origin)}[/red]: {escape(skipped.reason)}", highlight=False)
-    for common in report.notes:
-        out.print(f"[dim]every problem: {escape(common)}[/dim]", highlight=False)
-    addressed = any(root.resolve() == r.resolve() for r in deck_roots())
-    count = len(report.imported)
-    out.print(f"[dim]{count} problem{'' if count == 1 else 's'} under {escape(str(root / deck))}"
-              + ("; `rooftop problems` lists them" if addressed else
-                 f"; set ROOFTOP_DECKS={root} to address them by name") + "[/dim]", highlight=False)
 
 
 def _import_table(report: ImportReport) -> Table:

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rooftop.cli.common import JsonOpt, out
-from rooftop.cli.kernelbench import IntoOpt, print_import_end
+from rooftop.cli.import_report import IntoOpt, print_import_end
 from rooftop.errors import UserError
 
 if TYPE_CHECKING:
