@@ -221,7 +221,7 @@ def summary_table(rows: Sequence[tuple[str, str, Verdict, str | None]]) -> Table
     for problem, solution, verdict, expected in rows:
         ok = expected is None or expected == verdict.status.value
         reward, speedup = ((NOT_TIMED, NOT_TIMED) if untimed(verdict) else
-                           (number(verdict.reward, "{:+.2f}"), number(verdict.summary.geomean_speedup, "{:.2f}x")
+                           (number(verdict.reward, "{:+.2f}"), ratio(verdict.summary.geomean_speedup)
                             + ("*" if unmeasured(verdict) else "")))
         table.add_row(problem, solution, status_text(verdict.status),
                       *([Text(expected or "-", style="" if ok else "bold red")] if expecting else []), reward, speedup,

@@ -140,6 +140,8 @@ def _search_inputs(problems: list[str], api_key_env: str, output: Path | None) -
 
 
 def _table(summary: SearchSummary) -> Table:
+    from rooftop.cli.render import number, ratio
+
     first = summary.problems[0]
     graded_on = first.graded.shapes if first.graded else "all"
     table = Table(title="rooftop search", header_style="bold",
@@ -149,11 +151,8 @@ def _table(summary: SearchSummary) -> Table:
     for p in summary.problems:
         graded = p.graded
         table.add_row(p.problem, f"{p.queries}/{p.budget}", str(p.nodes), str(p.correct), str(p.duplicates),
-                      "-" if p.best is None else f"#{p.best}", _num(p.best_reward, "{:+.3f}"),
-                      _num(p.best_speedup, "{:.2f}x"), graded.status if graded else "-",
-                      _num(graded.speedup if graded else None, "{:.2f}x"))
+                      "-" if p.best is None else f"#{p.best}", number(p.best_reward, "{:+.3f}"),
+                      ratio(p.best_speedup), graded.status if graded else "-",
+                      ratio(graded.speedup if graded else None))
     return table
 
-
-def _num(value: float | None, form: str) -> str:
-    return "-" if value is None else form.format(value)
