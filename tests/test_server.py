@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -222,8 +223,9 @@ def test_no_endpoint_tells_a_held_out_shape(api):
     ident = api.post("/v1/evaluations", json={"problem": "fixtures/hidden", "code": PEEKING, "shapes": "all"}).json()
     said.append(str(_wait(api, ident["id"])))
     assert '"status":"runtime_error"' in said[-3]  # the graded run did meet the held-out shape
-    for secret in SECRETS:
-        assert not [text for text in said if secret in text], secret
+    for secret in SECRETS:  # a number counts as itself, not as digits of another (a busy machine's 0.1001 s)
+        pattern = re.compile(rf"(?<![\d.]){re.escape(secret)}(?![\d.])")
+        assert not [text for text in said if pattern.search(text)], secret
 
 
 def test_sessions_and_evaluations_survive_a_restart_and_idle_ones_are_reaped(decks, tmp_path):
