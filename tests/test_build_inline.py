@@ -1,11 +1,9 @@
 """The compile check of load_inline sources on a machine without a GPU (build/inline.py) and the
 settings of JIT builds in the child (build/jit.py)."""
 
-import multiprocessing
 import os
 import sysconfig
 import textwrap
-from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 from conftest import HAS_NVCC
@@ -144,48 +142,33 @@ needs_nvcc = pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc")
 BROKEN = KERNELBENCH.model_copy(update={"cuda": [KERNEL.replace("a[i] + b[i]", "a[i] + undeclared_thing")]})
 MISMATCHED = InlineCall(name="scale", cpp=["torch::Tensor scale(torch::Tensor x, double alpha);"], functions=["scale"],
                         cuda=["torch::Tensor scale(torch::Tensor x, float alpha) { return x * alpha; }"])
-SLOW_CHECKS = {"kernelbench": KERNELBENCH, "broken": BROKEN, "mismatched": MISMATCHED}
 
 
-@pytest.fixture(scope="module")
-def slow_check(tmp_path_factory):
-    """The slow checks below, two at a time: the KernelBench one spends most of its minute in nvcc's
-    single-threaded phases, and the others take the core it leaves. Each runs in a process of its
-    own (a check sets torch's build variables while it takes the flags) and in its own folder; a
-    test gets its check's folder and result."""
-    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
-        started = {}
-        for name, call in SLOW_CHECKS.items():
-            folder = tmp_path_factory.mktemp(name)
-            started[name] = folder, pool.submit(compile_check_inline, [call], folder, None, 600)
-        yield lambda name: (started[name][0], started[name][1].result())
-
-
-@needs_nvcc
-@pytest.mark.slow
-def test_the_kernelbench_template_compiles_with_torchs_flags(slow_check):
-    folder, result = slow_check("kernelbench")
-    assert result.ok and not result.unchecked, trim_compiler_log(result.log)
-    assert (folder / "inline-check" / "0" / "cuda.cuda.o").stat().st_size > 0
-    assert (folder / "inline-check" / "0" / "main.o").stat().st_size > 0
-    assert compile_check_inline([KERNELBENCH], folder, None, timeout=600).cached
-
-
-@needs_nvcc
-@pytest.mark.slow
-def test_a_broken_source_fails_with_the_compilers_error_line(slow_check):
-    folder, result = slow_check("broken")
+def test_a_failing_compile_is_the_check_s_verdict_and_leaves_no_mark(tmp_path, monkeypatch):
+    """What the check makes of a compiler's failure, with stand-in compilers (the real nvcc's error
+    line, through the whole pipeline, is test_pipeline's inline compile-error test)."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for name, script in {"nvcc": 'echo \'cuda.cu(8): error: identifier "undeclared_thing" is undefined\'; exit 1',
+                         "cxx": 'touch main.o'}.items():
+        (tools / name).write_text(f"#!/bin/sh\n{script}\n")
+        (tools / name).chmod(0o755)
+    monkeypatch.setenv("ROOFTOP_NVCC", str(tools / "nvcc"))
+    monkeypatch.setenv("CXX", str(tools / "cxx"))
+    result = compile_check_inline([BROKEN], tmp_path / "check", None, timeout=60)
     assert not result.ok and not result.unchecked
-    first = trim_compiler_log(result.log).splitlines()[0]
-    assert first.startswith("cuda.cu(") and first.endswith('error: identifier "undeclared_thing" is undefined')
-    assert not (folder / "inline-check.ok").exists()
+    error = 'cuda.cu(8): error: identifier "undeclared_thing" is undefined'
+    assert trim_compiler_log(result.log).splitlines()[0] == error
+    assert not (tmp_path / "check" / "inline-check.ok").exists()
+    assert not compile_check_inline([BROKEN], tmp_path / "check", None, timeout=60).cached  # a failure is not kept
 
 
 @needs_nvcc
 @pytest.mark.slow
-def test_a_binding_whose_definition_differs_fails_as_it_would_at_import(slow_check):
-    """Declared with `double`, defined with `float`: both files compile, the import would not link."""
-    _, result = slow_check("mismatched")
+def test_a_binding_whose_definition_differs_fails_as_it_would_at_import(tmp_path):
+    """Declared with `double`, defined with `float`: both files compile, the import would not link.
+    (A source that compiles, in KernelBench's template, is test_pipeline's inline test.)"""
+    result = compile_check_inline([MISMATCHED], tmp_path, None, timeout=600)
     assert not result.ok
     assert "binds scale(at::Tensor, double)" in result.log and "define scale(at::Tensor, float)" in result.log
 
