@@ -133,10 +133,10 @@ def test_hang_times_out_within_the_gate_limit():
 def test_inline_cuda_is_compiled_then_needs_gpu():
     """KernelBench's template (its CUDA source includes torch/extension.h itself), compiled with
     torch's flags for the GPU, then found compiled."""
-    v = run("scale", "cuda_inline_ok.py")
+    v = run("scale", "cuda_inline_kernelbench.py")
     assert v.status.value == "needs_gpu" and v.reward is None
     assert "compiles with nvcc" in v.messages[0] and v.environment.mode == "cpu (compile check only)"
-    again = run("scale", "cuda_inline_ok.py")
+    again = run("scale", "cuda_inline_kernelbench.py")
     assert again.gates[-1].gate.value == "build" and again.gates[-1].cached
     assert not v.gates[-1].cached
 
