@@ -3,7 +3,7 @@
 import os
 
 import pytest
-from conftest import HAS_NVCC, run
+from conftest import FIXTURES, HAS_NVCC, run
 
 
 @pytest.mark.quiet
@@ -130,13 +130,17 @@ def test_hang_times_out_within_the_gate_limit():
 
 # -- CUDA sources on a machine without a GPU ----------------------------------------------------------
 @pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc")
-def test_inline_cuda_is_compiled_then_needs_gpu():
+def test_inline_cuda_is_compiled_then_needs_gpu(tmp_path):
     """KernelBench's template (its CUDA source includes torch/extension.h itself), compiled with
     torch's flags for the GPU, then found compiled."""
-    v = run("scale", "cuda_inline_kernelbench.py")
+    solution = tmp_path / "cuda_inline_kernelbench.py"
+    solution.write_text((FIXTURES / "solutions" / "cuda_inline_ok.py").read_text().replace(
+        'CUDA_SRC = r"""\n', 'CUDA_SRC = r"""\n#include <torch/extension.h>\n', 1))
+    assert "#include <torch/extension.h>" in solution.read_text()
+    v = run("scale", solution)
     assert v.status.value == "needs_gpu" and v.reward is None
     assert "compiles with nvcc" in v.messages[0] and v.environment.mode == "cpu (compile check only)"
-    again = run("scale", "cuda_inline_kernelbench.py")
+    again = run("scale", solution)
     assert again.gates[-1].gate.value == "build" and again.gates[-1].cached
     assert not v.gates[-1].cached
 
